@@ -1,0 +1,1 @@
+"""relpos-jax: positional encodings in Transformers, and how they extrapolate."""

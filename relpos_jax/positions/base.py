@@ -1,0 +1,97 @@
+"""The interface every positional scheme implements.
+
+A scheme is a thin Flax (Linen) module that holds its parameters (if any) in
+`setup()` and exposes up to four hooks. Each hook defaults to a no-op, so a scheme
+overrides only what it needs:
+
+| hook          | shapes                                                    |
+|---------------|-----------------------------------------------------------|
+| `embed`       | `(x_BxLxD, pos_BxL) -> x_BxLxD`                            |
+| `rotate`      | `(x_BxLxHxK, pos_BxL) -> x_BxLxHxK` (applied to q and k)   |
+| `logit_bias`  | `(q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK) -> bias_BxHxQxK or None` |
+| `value_term`  | `(w_BxHxQxK, qpos_BxQ, kpos_BxK) -> out_BxQxHxK or None`   |
+
+Attention computes `logits = q·k / sqrt(K) + logit_bias(q, k, qpos, kpos)`, a
+masked softmax `w`, then `out = w·v + value_term(w, qpos, kpos)`.
+
+Positions are explicit int32 arrays, never array indices: at decode step t the
+query position is t, randomized positions are just other integers, and left
+padding needs no special case.
+
+The model supplies the context fields (`num_heads`, `head_dim`, `d_model`,
+`causal`); every other dataclass field of a scheme is a user config key, declared
+once here with its default (see `positions.default_config`).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import flax.linen as nn
+import jax
+
+Array = jax.Array
+
+EMBED_HOOKS = ("embed",)
+ATTENTION_HOOKS = ("rotate", "logit_bias", "value_term")
+CONTEXT_FIELDS = ("num_heads", "head_dim", "d_model", "causal")
+
+
+class PositionScheme(nn.Module):
+  """Base class: every hook is the identity / None.
+
+  Attributes:
+    num_heads: attention heads H (supplied by the model).
+    head_dim: per-head dimension K (supplied by the model).
+    d_model: model width D (supplied by the model).
+    causal: True for decoder self-attention (keys never lie in the future),
+      False for bidirectional encoder self-attention (supplied by the model).
+  """
+
+  num_heads: int
+  head_dim: int
+  d_model: int
+  causal: bool
+
+  # Absolute schemes are "relative" = False; the model uses this in tests only.
+  is_relative: ClassVar[bool] = False
+
+  def embed(self, x_BxLxD: Array, pos_BxL: Array) -> Array:
+    """Adds/merges position information into token embeddings (identity)."""
+    del pos_BxL
+    return x_BxLxD
+
+  def rotate(self, x_BxLxHxK: Array, pos_BxL: Array) -> Array:
+    """Rotates queries or keys by their positions (identity)."""
+    del pos_BxL
+    return x_BxLxHxK
+
+  def logit_bias(self, q_BxQxHxK: Array, k_BxKxHxK: Array, qpos_BxQ: Array,
+                 kpos_BxK: Array) -> Array | None:
+    """Additive attention-logit term (None: no term)."""
+    del q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK
+    return None
+
+  def value_term(self, w_BxHxQxK: Array, qpos_BxQ: Array,
+                 kpos_BxK: Array) -> Array | None:
+    """Additive attention-output term from the weights (None: no term)."""
+    del w_BxHxQxK, qpos_BxQ, kpos_BxK
+    return None
+
+  def shared_across_layers(self) -> bool:
+    """Whether one instance serves every layer of a stack (T5) or each layer has its own."""
+    return False
+
+  def check_positions(self, max_position: int) -> None:
+    """Raises ValueError if positions up to `max_position` (exclusive) cannot be encoded."""
+    del max_position
+
+  @classmethod
+  def implements(cls, hook: str) -> bool:
+    """Whether this scheme overrides `hook` (the model skips hooks that are no-ops)."""
+    return getattr(cls, hook) is not getattr(PositionScheme, hook)
+
+  @classmethod
+  def uses_attention(cls) -> bool:
+    """Whether any attention hook is overridden."""
+    return any(cls.implements(h) for h in ATTENTION_HOOKS)
