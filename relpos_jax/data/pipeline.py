@@ -1,0 +1,412 @@
+"""Batches for every data source: a synthetic task, SCAN, or a local TFDS dataset.
+
+`make_dataset(seed=config.seed, **config.data)` returns a `Dataset` with
+
+* `train_batch(step, batch_size)`: a pure function of (seed, step, batch_size),
+  so a resumed run sees exactly the batches it would have seen;
+  `train_iterator(batch_size, start_step)` yields them forever;
+* `eval_batches(length, batch_size)`: the fixed, finite eval set at one length;
+* `vocab`: ids PAD=0, BOS=1, EOS=2, UNK=3, then the data's tokens.
+
+Batches are dicts of numpy arrays: `inputs` int32 [B, S] and `targets` int32
+[B, T] (target ids, one EOS, then PAD; no BOS: the model adds it), plus `weights`
+float32 [B] in eval batches (0.0 marks padding rows). S and T are each the
+smallest of `length_buckets` that holds the batch's longest sequence (EOS
+included), so only a few shapes are ever compiled.
+
+"Length" is the number of input tokens for synthetic tasks and the number of
+target tokens (EOS excluded) for SCAN and TFDS sources.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import ml_collections
+import numpy as np
+
+from relpos_jax.data import scan
+from relpos_jax.data import tasks
+from relpos_jax.data import vocab as vocab_lib
+
+Example = tuple[Sequence[int], Sequence[int]]  # (input ids, target ids without EOS)
+Batch = dict[str, np.ndarray]
+TFDS_PREFIX = "tfds:"
+_DEFAULT_TFDS_DATA_DIR = "~/tensorflow_datasets"  # TFDS's own default
+_SHUFFLE_STREAM = 2  # first word of the epoch-permutation seed (tasks.py uses 0 and 1)
+
+
+class Dataset:
+  """Training and eval batches of one source, with its vocabulary.
+
+  Build it with `make_dataset`; the constructor is the sources' common form.
+  """
+
+  def __init__(self, *, vocab: vocab_lib.Vocab, length_buckets: Sequence[int],
+               train_examples: Callable[[int, int], list[Example]],
+               eval_examples: Callable[[int], list[Example]], eval_lengths: Sequence[int],
+               max_lengths: tuple[int, int], num_train_examples: int | None = None):
+    """Wraps one source.
+
+    Args:
+      vocab: the vocabulary.
+      length_buckets: sorted padded lengths.
+      train_examples: (step, batch_size) -> that step's examples; pure.
+      eval_examples: length -> the fixed eval examples at that length.
+      eval_lengths: the lengths `eval_examples` accepts.
+      max_lengths: (inputs, targets with EOS): the longest any batch can hold.
+      num_train_examples: size of a finite training set (None: generated afresh).
+    """
+    self.vocab = vocab
+    self.length_buckets = tuple(length_buckets)
+    self.eval_lengths = list(eval_lengths)
+    self.num_train_examples = num_train_examples
+    self._train_examples = train_examples
+    self._eval_examples = functools.lru_cache(maxsize=None)(eval_examples)
+    self._max_lengths = max_lengths
+
+  def train_batch(self, step: int, batch_size: int) -> Batch:
+    """The training batch of one step.
+
+    Args:
+      step: training step (>= 0).
+      batch_size: number of examples.
+
+    Returns:
+      {"inputs": int32 [B, S], "targets": int32 [B, T]}, a pure function of
+      (seed, step, batch_size).
+    """
+    if step < 0 or batch_size < 1:
+      raise ValueError(f"need step >= 0 and batch_size >= 1, got step={step}, "
+                       f"batch_size={batch_size}")
+    return make_batch(self._train_examples(step, batch_size), self.length_buckets)
+
+  def train_iterator(self, batch_size: int, start_step: int = 0) -> Iterator[Batch]:
+    """Yields `train_batch(step, batch_size)` for step = start_step, start_step + 1, ... forever.
+
+    Args:
+      batch_size: number of examples per batch.
+      start_step: the first step (resume from a checkpoint's step).
+
+    Returns:
+      An infinite iterator of training batches.
+    """
+    step = start_step
+    while True:
+      yield self.train_batch(step, batch_size)
+      step += 1
+
+  def eval_batches(self, length: int, batch_size: int) -> Iterator[Batch]:
+    """The eval set at `length`, in batches of exactly `batch_size` rows.
+
+    Args:
+      length: one of `eval_lengths`.
+      batch_size: rows per batch.
+
+    Returns:
+      A finite iterator over every eval example of that length, same examples
+      and order on every call. Each batch also has `weights` float32 [B]: 1.0
+      for real rows, 0.0 for the rows that pad the last batch (copies of real
+      rows, so no row is all PAD).
+    """
+    if length not in self.eval_lengths:
+      raise ValueError(f"no eval set at length {length}; eval lengths are {self.eval_lengths}")
+    if batch_size < 1:
+      raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return self._eval_batches(self._eval_examples(length), batch_size)
+
+  def _eval_batches(self, examples: list[Example], batch_size: int) -> Iterator[Batch]:
+    """Yields the batches of `eval_batches`, once its arguments are checked."""
+    for start in range(0, len(examples), batch_size):
+      chunk = examples[start:start + batch_size]
+      weights_B = np.zeros(batch_size, np.float32)
+      weights_B[:len(chunk)] = 1.0
+      chunk = [chunk[i % len(chunk)] for i in range(batch_size)]
+      yield {**make_batch(chunk, self.length_buckets), "weights": weights_B}
+
+  def max_padded_lengths(self) -> tuple[int, int]:
+    """(S, T): the largest padded input and target lengths any train or eval batch can have."""
+    return tuple(bucket_length(n, self.length_buckets) for n in self._max_lengths)
+
+
+def bucket_length(n: int, buckets: Sequence[int]) -> int:
+  """The smallest bucket >= n.
+
+  Args:
+    n: a sequence length.
+    buckets: sorted bucket lengths.
+
+  Returns:
+    The padded length.
+
+  Raises:
+    ValueError: if n exceeds the largest bucket.
+  """
+  for b in buckets:
+    if b >= n:
+      return b
+  raise ValueError(f"a sequence of {n} tokens is longer than the largest length bucket "
+                   f"{buckets[-1]}; add a bucket >= {n} to length_buckets")
+
+
+def make_batch(examples: Sequence[Example], buckets: Sequence[int]) -> Batch:
+  """Pads examples into one batch.
+
+  Args:
+    examples: (input ids, target ids) pairs, targets without EOS.
+    buckets: sorted bucket lengths.
+
+  Returns:
+    {"inputs": int32 [B, S], "targets": int32 [B, T]}: right-padded with PAD_ID,
+    each target followed by EOS_ID; S, T the buckets of the longest input and
+    target (+1 for EOS).
+  """
+  seq_len = bucket_length(max(len(x) for x, _ in examples), buckets)
+  tgt_len = bucket_length(max(len(y) for _, y in examples) + 1, buckets)
+  inputs_BxS = np.full((len(examples), seq_len), vocab_lib.PAD_ID, np.int32)
+  targets_BxT = np.full((len(examples), tgt_len), vocab_lib.PAD_ID, np.int32)
+  for i, (x, y) in enumerate(examples):
+    inputs_BxS[i, :len(x)] = x
+    targets_BxT[i, :len(y)] = y
+    targets_BxT[i, len(y)] = vocab_lib.EOS_ID
+  return {"inputs": inputs_BxS, "targets": targets_BxT}
+
+
+def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
+                 min_train_length: int = 1, max_train_length: int = 20,
+                 eval_lengths: Sequence[int] = tuple(range(5, 81, 5)),
+                 eval_examples_per_length: int = 128,
+                 length_buckets: Sequence[int] = (8, 16, 32, 64, 128, 256, 512, 1024),
+                 scan_split: str = "length", tfds_data_dir: str | None = "",
+                 tfds_input_key: str = "inputs", tfds_target_key: str = "targets",
+                 tfds_train_split: str = "train", tfds_eval_split: str = "test") -> Dataset:
+  """The dataset of `task`; config errors are raised before any data is made.
+
+  These defaults are the single declaration of the `data` config (see
+  `default_config`).
+
+  Args:
+    task: a synthetic task (`tasks.TASKS`: copy, reverse, sort, duplicate,
+      odds_first, add), "scan", or "tfds:<name>" (e.g. "tfds:relpos_scan/length",
+      any `name[/config][:version]` that `tfds.data_source` accepts).
+    seed: training seed (>= 0): fixes the synthetic training stream, or the
+      epoch-wise shuffling of a finite training set. Eval sets do not depend on it.
+    vocab_size: number of task symbols (the base for `add`). Synthetic only.
+    min_train_length, max_train_length: each training example's input length is
+      uniform in this range. Synthetic only.
+    eval_lengths: input lengths of the synthetic eval sets. Inside the training
+      range they are in-distribution checks; outside it they can never repeat a
+      training example. Ignored for SCAN and tfds sources, whose eval lengths are
+      all the target lengths present in the eval split.
+    eval_examples_per_length: eval set size at each length. Synthetic only.
+    length_buckets: the padded lengths (inputs and targets, EOS included, are
+      each padded up to the smallest bucket that fits the batch).
+    scan_split: for task="scan": a `scan.load_split` name.
+    tfds_data_dir: the TFDS data_dir of a "tfds:" task ("" or None: $TFDS_DATA_DIR,
+      else ~/tensorflow_datasets).
+    tfds_input_key, tfds_target_key: the example features holding the input and
+      target text (space-separated tokens) or integer token sequences.
+    tfds_train_split, tfds_eval_split: the TFDS splits to train and evaluate on.
+
+  Returns:
+    The `Dataset`; its vocabulary is built from the training data (synthetic:
+    the task's symbols).
+
+  Raises:
+    ValueError: unknown task or SCAN split, min > max, lengths a task cannot
+      produce or that exceed the largest bucket, missing TFDS keys or splits.
+    FileNotFoundError: a "tfds:" dataset that is not in tfds_data_dir.
+  """
+  buckets = _check_common(task, seed, length_buckets)
+  if task == "scan":
+    scan.check_split(scan_split)
+    return _finite_dataset(_encoded_scan(scan_split), seed=seed, buckets=buckets)
+  if task.startswith(TFDS_PREFIX):
+    train, test = _read_tfds(task.removeprefix(TFDS_PREFIX), data_dir=tfds_data_dir,
+                             input_key=tfds_input_key, target_key=tfds_target_key,
+                             splits=(tfds_train_split, tfds_eval_split))
+    return _finite_dataset(_encode_pairs(train, test), seed=seed, buckets=buckets)
+  return _synthetic_dataset(task, seed=seed, vocab_size=vocab_size, min_length=min_train_length,
+                            max_length=max_train_length, eval_lengths=eval_lengths,
+                            eval_examples_per_length=eval_examples_per_length, buckets=buckets)
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """The `data` config: every `make_dataset` keyword but `seed`, with its default."""
+  params = inspect.signature(make_dataset).parameters
+  return ml_collections.ConfigDict(
+      {name: p.default for name, p in params.items() if name != "seed"})
+
+
+def _check_common(task: str, seed: int, length_buckets: Sequence[int]) -> tuple[int, ...]:
+  """Validates what every source shares; returns the buckets as a sorted tuple."""
+  valid = list(tasks.TASKS) + ["scan", f"{TFDS_PREFIX}<name>"]
+  if task not in tasks.TASKS and task != "scan" and not (
+      task.startswith(TFDS_PREFIX) and len(task) > len(TFDS_PREFIX)):
+    raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(valid)}")
+  if not isinstance(seed, (int, np.integer)) or seed < 0:
+    raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+  buckets = tuple(sorted(set(int(b) for b in length_buckets)))
+  if not buckets or buckets[0] < 1:
+    raise ValueError(f"length_buckets must be positive lengths, got {tuple(length_buckets)}; "
+                     "e.g. (8, 16, 32, 64, 128)")
+  return buckets
+
+
+def _synthetic_dataset(name: str, *, seed: int, vocab_size: int, min_length: int,
+                       max_length: int, eval_lengths: Sequence[int],
+                       eval_examples_per_length: int, buckets: tuple[int, ...]) -> Dataset:
+  """A synthetic task's Dataset; symbol s has id NUM_SPECIAL + s."""
+  eval_lengths = sorted(set(int(n) for n in eval_lengths))
+  tasks.check_config(name, vocab_size, min_length, max_length, eval_lengths)
+  if eval_examples_per_length < 1:
+    raise ValueError(f"eval_examples_per_length={eval_examples_per_length}; set it >= 1")
+  target_bound = tasks.get_task(name).max_target_length
+  longest = max([max_length] + eval_lengths)
+  max_lengths = (longest, max(target_bound(n) for n in [max_length] + eval_lengths) + 1)
+  for n in max_lengths:
+    bucket_length(n, buckets)  # raises before any data is made
+
+  def encode(examples: list[tasks.Example]) -> list[Example]:
+    """Symbols -> ids."""
+    offset = vocab_lib.NUM_SPECIAL
+    return [(x + offset, y + offset) for x, y in examples]
+
+  def train_examples(step: int, batch_size: int) -> list[Example]:
+    """The examples of one training step."""
+    return encode(tasks.train_examples(name, seed=seed, step=step, batch_size=batch_size,
+                                       vocab_size=vocab_size, min_length=min_length,
+                                       max_length=max_length))
+
+  def eval_examples(length: int) -> list[Example]:
+    """The fixed eval set at one length."""
+    return encode(tasks.eval_examples(name, length=length, num_examples=eval_examples_per_length,
+                                      vocab_size=vocab_size))
+
+  return Dataset(vocab=vocab_lib.Vocab(tasks.symbols(name, vocab_size)), length_buckets=buckets,
+                 train_examples=train_examples, eval_examples=eval_examples,
+                 eval_lengths=eval_lengths, max_lengths=max_lengths)
+
+
+_Encoded = tuple[vocab_lib.Vocab, tuple[Example, ...], dict[int, tuple[Example, ...]]]
+
+
+def _encode_pairs(train: Sequence[tuple[Any, Any]], test: Sequence[tuple[Any, Any]]) -> _Encoded:
+  """(vocab built from train, train ids, test ids grouped by target length)."""
+  train, test = [_tokenize(p) for p in train], [_tokenize(p) for p in test]
+  if not train or not test:
+    raise ValueError(f"empty data: {len(train)} training and {len(test)} eval examples; "
+                     "check tfds_train_split and tfds_eval_split")
+  vocab = vocab_lib.Vocab.from_sequences(seq for pair in train for seq in pair)
+  by_length: dict[int, list[Example]] = {}
+  for p in test:
+    by_length.setdefault(len(p[1]), []).append(_encode(vocab, p))
+  return (vocab, tuple(_encode(vocab, p) for p in train),
+          {n: tuple(group) for n, group in sorted(by_length.items())})
+
+
+@functools.lru_cache(maxsize=4)
+def _encoded_scan(split: str) -> _Encoded:
+  """A SCAN split, encoded once per process."""
+  pairs = scan.load_split(split)
+  return _encode_pairs(pairs["train"], pairs["test"])
+
+
+def _finite_dataset(encoded: _Encoded, *, seed: int, buckets: tuple[int, ...]) -> Dataset:
+  """A Dataset over fixed, encoded (input, target) pairs.
+
+  Training shuffles by epoch: example i of the stream is
+  train[permutation(seed, i // N)[i % N]]. Eval lengths are the distinct target
+  lengths of the eval split.
+  """
+  vocab, train_ids, by_length = encoded
+  everything = train_ids + tuple(e for group in by_length.values() for e in group)
+  max_lengths = (max(len(x) for x, _ in everything), max(len(y) for _, y in everything) + 1)
+  for n in max_lengths:
+    bucket_length(n, buckets)
+
+  @functools.lru_cache(maxsize=4)
+  def permutation(epoch: int) -> np.ndarray:
+    """The order of the training set in one epoch."""
+    return np.random.default_rng([_SHUFFLE_STREAM, seed, epoch]).permutation(len(train_ids))
+
+  def train_examples(step: int, batch_size: int) -> list[Example]:
+    """Examples step * batch_size ... of the endless shuffled stream."""
+    stream = range(step * batch_size, (step + 1) * batch_size)
+    return [train_ids[permutation(i // len(train_ids))[i % len(train_ids)]] for i in stream]
+
+  return Dataset(vocab=vocab, length_buckets=buckets, train_examples=train_examples,
+                 eval_examples=lambda n: list(by_length[n]), eval_lengths=list(by_length),
+                 max_lengths=max_lengths, num_train_examples=len(train_ids))
+
+
+def _tokenize(pair: tuple[Any, Any]) -> tuple[list[str], list[str]]:
+  """(input, target) as token lists: text is split on whitespace, integers become strings."""
+  def tokens(value: Any) -> list[str]:
+    """One feature's tokens."""
+    if isinstance(value, bytes):
+      value = value.decode("utf-8")
+    if isinstance(value, str):
+      return value.split()
+    return [str(int(t)) for t in np.asarray(value).reshape(-1)]
+  return tokens(pair[0]), tokens(pair[1])
+
+
+def _encode(vocab: vocab_lib.Vocab, pair: tuple[list[str], list[str]]) -> Example:
+  """Token lists -> id tuples (no EOS); tuples are immutable and cheaper than small arrays."""
+  return tuple(vocab.encode(pair[0])), tuple(vocab.encode(pair[1]))
+
+
+def _read_tfds(name: str, *, data_dir: str | None, input_key: str, target_key: str,
+               splits: tuple[str, str]) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]:
+  """(train pairs, eval pairs) of a prepared TFDS dataset, read with `tfds.data_source`."""
+  # Imported here: tfds is only needed for "tfds:" tasks, and costs ~0.3 s to import.
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  data_dir = os.path.expanduser(
+      data_dir or os.environ.get("TFDS_DATA_DIR") or _DEFAULT_TFDS_DATA_DIR)
+  dataset_dir = os.path.join(data_dir, *name.split(":")[0].split("/"))  # name[/config]
+  how_to_build = (
+      f"Build it there first: `tfds build {name.split(':')[0]} --data_dir={data_dir} "
+      f"--file_format=array_record` (building most catalog datasets needs TensorFlow, "
+      f"e.g. in another environment; for the SCAN splits: `python -m "
+      f"relpos_jax.data.scan_tfds --data_dir={data_dir}`), or set tfds_data_dir to the "
+      "directory that holds it.")
+  if not os.path.isdir(dataset_dir):
+    raise FileNotFoundError(f"TFDS dataset {name!r} not found: {dataset_dir} does not exist. "
+                            + how_to_build)
+  try:
+    sources = tfds.data_source(name, data_dir=data_dir, download=False)
+  except Exception as e:  # tfds raises several types for "not prepared here"
+    reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    raise FileNotFoundError(f"TFDS dataset {name!r} could not be read from {data_dir} "
+                            f"({reason}). " + how_to_build) from e
+  out = []
+  for split, field in zip(splits, ("tfds_train_split", "tfds_eval_split")):
+    if split not in sources:
+      raise ValueError(f"TFDS dataset {name!r} has no split {split!r}; its splits are "
+                       f"{sorted(sources)}: set {field} to one of them")
+    if len(sources[split]):
+      _check_keys(sources[split][0], name, input_key, target_key)  # before reading it all
+    out.append([(ex[input_key], ex[target_key]) for ex in _read_all(sources[split])])
+  return out[0], out[1]
+
+
+def _read_all(source: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+  """Every record of a tfds data source, read in chunks."""
+  if not hasattr(source, "__getitems__"):
+    return [source[i] for i in range(len(source))]
+  chunk = 4096
+  return [ex for start in range(0, len(source), chunk)
+          for ex in source.__getitems__(list(range(start, min(start + chunk, len(source)))))]
+
+
+def _check_keys(example: Mapping[str, Any], name: str, input_key: str, target_key: str) -> None:
+  """ValueError naming the config fields if an example lacks the input or target key."""
+  for key, field in ((input_key, "tfds_input_key"), (target_key, "tfds_target_key")):
+    if key not in example:
+      raise ValueError(f"TFDS dataset {name!r} examples have no key {key!r}; their keys are "
+                       f"{sorted(example)}: set {field} to the right one")
