@@ -38,7 +38,8 @@ def _all_terms(scheme, shift, seed=0):
   variables = scheme.init(jax.random.PRNGKey(1), x, pos, method=lambda m, x, p: (
       m.embed(x, p), m.rotate(q, p), m.logit_bias(q, k, p, p), m.value_term(w, p, p)))
   return scheme.apply(variables, x, pos, method=lambda m, x, p: (
-      m.embed(x, p), m.rotate(q, p), m.logit_bias(q, k, p, p), m.value_term(w, p, p)))
+      m.embed(x, p), m.rotate(q, p), m.logit_bias(q, k, p, p), m.value_term(w, p, p),
+      jnp.einsum("bqhk,bshk->bhqs", m.rotate(q, p), m.rotate(k, p))))
 
 
 # ---------------------------------------------------------------- registry
@@ -82,7 +83,9 @@ def test_relative_schemes_are_translation_invariant(name, causal):
   overrides = {"max_len": 64} if name == "learned" else {}
   a = _all_terms(_scheme(name, causal, **overrides), 0)
   b = _all_terms(_scheme(name, causal, **overrides), 13)
-  attention_terms = [(u, v) for u, v in zip(a[1:], b[1:]) if u is not None]
+  # rotate's outputs move with the positions; for RoPE only the rotated q·k (index 4) is relative.
+  idx = (2, 3, 4) if cls.implements("rotate") else (2, 3)
+  attention_terms = [(a[i], b[i]) for i in idx if a[i] is not None]
   if cls.is_relative:
     assert attention_terms, f"{name} is relative but has no attention term"
     for u, v in attention_terms:

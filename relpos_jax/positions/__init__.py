@@ -12,12 +12,15 @@ from typing import Any, Mapping
 
 import ml_collections
 
+from relpos_jax.positions import alibi
 from relpos_jax.positions import base
 from relpos_jax.positions import learned
 from relpos_jax.positions import nope
+from relpos_jax.positions import rope
 from relpos_jax.positions import shaw
 from relpos_jax.positions import sinusoidal
 from relpos_jax.positions import t5
+from relpos_jax.positions import xl
 
 PositionScheme = base.PositionScheme
 
@@ -27,6 +30,9 @@ SCHEMES: dict[str, type[base.PositionScheme]] = {
     "learned": learned.Learned,
     "shaw": shaw.Shaw,
     "t5": t5.T5Bias,
+    "rope": rope.RoPE,
+    "alibi": alibi.ALiBi,
+    "xl": xl.TransformerXL,
 }
 
 
@@ -51,13 +57,13 @@ def default_config(name: str) -> ml_collections.ConfigDict:
 
 
 def make_scheme(config: Mapping[str, Any], *, num_heads: int, head_dim: int, d_model: int,
-                causal: bool, name: str | None = None) -> base.PositionScheme:
+                causal: bool, **module_kwargs) -> base.PositionScheme:
   """Builds the scheme module `config["name"]` with the remaining keys as fields.
 
   Args:
     config: `{"name": ..., **scheme fields}` (e.g. `model.position`).
     num_heads, head_dim, d_model, causal: context supplied by the model.
-    name: Flax module name.
+    **module_kwargs: Flax module arguments (`name`, `parent`).
 
   Returns:
     An unbound `PositionScheme` module.
@@ -77,4 +83,4 @@ def make_scheme(config: Mapping[str, Any], *, num_heads: int, head_dim: int, d_m
         f"To switch schemes, use the config's `scheme=` argument (e.g. configs/default.py:"
         f"scheme={scheme}) so the position config is rebuilt with that scheme's keys.")
   return scheme_class(scheme)(num_heads=num_heads, head_dim=head_dim, d_model=d_model,
-                              causal=causal, name=name, **config)
+                              causal=causal, **module_kwargs, **config)

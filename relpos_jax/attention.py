@@ -1,0 +1,168 @@
+"""Multi-head attention that asks a positional scheme for its terms.
+
+    q, k, v = x_q W_Q, x_kv W_K, x_kv W_V                    (per head, dim K)
+    q, k    = scheme.rotate(q, qpos), scheme.rotate(k, kpos)
+    logits  = q·k / sqrt(K) + scheme.logit_bias(q, k, qpos, kpos)
+    w       = softmax(logits masked)                        (dropout on w)
+    out     = (w·v + scheme.value_term(w, qpos, kpos)) W_O
+
+Positions are explicit int arrays. With `decode=True` the module keeps a cache
+(`cache` collection: keys, values, their positions and the next slot index) as in
+the Flax examples: the first call (inside `init`) sizes it from a full-length
+input, every later call appends one step and attends to the filled slots.
+Cross-attention passes `scheme=None` and precomputed keys/values (`project_kv`),
+so the encoder's keys and values are computed once per decoded sequence.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from relpos_jax.positions import base
+
+Array = jax.Array
+
+_MASKED = -1e30  # finite, so rows with every key masked stay NaN-free
+
+
+def dot_product_attention(q_BxQxHxK: Array, k_BxKxHxK: Array, v_BxKxHxK: Array,
+                          qpos_BxQ: Array | None, kpos_BxK: Array | None,
+                          mask_BxQxK: Array | None, scheme: base.PositionScheme | None,
+                          dropout: nn.Module | None = None) -> Array:
+  """Scaled dot-product attention with a scheme's logit and value terms.
+
+  Args:
+    q_BxQxHxK, k_BxKxHxK, v_BxKxHxK: queries, keys (already rotated), values.
+    qpos_BxQ, kpos_BxK: int positions (unused when `scheme` is None).
+    mask_BxQxK: True where query i may attend to key j (None: everywhere).
+    scheme: the positional scheme, or None (cross-attention).
+    dropout: an `nn.Dropout` applied to the weights, or None.
+
+  Returns:
+    `[B, Q, H, K]` attention output before the output projection.
+  """
+  scale = q_BxQxHxK.shape[-1] ** -0.5
+  logits_BxHxQxK = jnp.einsum("bqhk,bshk->bhqs", q_BxQxHxK, k_BxKxHxK) * scale
+  if scheme is not None and scheme.implements("logit_bias"):
+    bias_BxHxQxK = scheme.logit_bias(q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK)
+    if bias_BxHxQxK is not None:
+      logits_BxHxQxK = logits_BxHxQxK + bias_BxHxQxK
+  if mask_BxQxK is not None:
+    logits_BxHxQxK = jnp.where(mask_BxQxK[:, None], logits_BxHxQxK, _MASKED)
+  w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK.astype(jnp.float32), axis=-1).astype(q_BxQxHxK.dtype)
+  if dropout is not None:
+    w_BxHxQxK = dropout(w_BxHxQxK)
+  out_BxQxHxK = jnp.einsum("bhqs,bshk->bqhk", w_BxHxQxK, v_BxKxHxK)
+  if scheme is not None and scheme.implements("value_term"):
+    extra_BxQxHxK = scheme.value_term(w_BxHxQxK, qpos_BxQ, kpos_BxK)
+    if extra_BxQxHxK is not None:
+      out_BxQxHxK = out_BxQxHxK + extra_BxQxHxK
+  return out_BxQxHxK
+
+
+class Attention(nn.Module):
+  """Multi-head attention with an optional positional scheme and decode cache.
+
+  Attributes:
+    num_heads: H.
+    head_dim: K.
+    d_model: output width D.
+    dropout_rate: dropout on the attention weights.
+    scheme: positional scheme (shared or per layer; None for cross-attention).
+  """
+
+  num_heads: int
+  head_dim: int
+  d_model: int
+  dropout_rate: float = 0.0
+  scheme: base.PositionScheme | None = None
+
+  def setup(self):
+    dense = lambda name: nn.DenseGeneral((self.num_heads, self.head_dim), use_bias=False,
+                                         name=name)
+    self.query = dense("query")
+    self.key = dense("key")
+    self.value = dense("value")
+    self.out = nn.DenseGeneral(self.d_model, axis=(-2, -1), use_bias=False, name="out")
+    self.dropout = nn.Dropout(self.dropout_rate)
+    self.cache = KVCache()
+
+  def project_kv(self, x_BxKxD: Array) -> tuple[Array, Array]:
+    """Keys and values `[B, K, H, Kd]` of `x` (unrotated): cross-attention's cacheable part."""
+    return self.key(x_BxKxD), self.value(x_BxKxD)
+
+  def _rotate(self, x_BxLxHxK: Array, pos_BxL: Array) -> Array:
+    """Applies the scheme's rotation when it has one."""
+    if self.scheme is not None and self.scheme.implements("rotate"):
+      return self.scheme.rotate(x_BxLxHxK, pos_BxL)
+    return x_BxLxHxK
+
+  def __call__(self, x_BxQxD: Array, qpos_BxQ: Array | None, *,
+               kv: tuple[Array, Array] | None = None, x_kv_BxKxD: Array | None = None,
+               kpos_BxK: Array | None = None, mask_BxQxK: Array | None = None,
+               decode: bool = False, deterministic: bool = True) -> Array:
+    """Attends from `x` to `x_kv` (self-attention when both kv and x_kv are None).
+
+    Args:
+      x_BxQxD: query inputs.
+      qpos_BxQ: query positions.
+      kv: precomputed `(k, v)` from `project_kv` (cross-attention).
+      x_kv_BxKxD: key/value inputs (default: `x`).
+      kpos_BxK: key positions (default: `qpos`).
+      mask_BxQxK: True where attention is allowed. Ignored for cached decoding steps,
+        which attend to every filled cache slot.
+      decode: use and update the cache (self-attention only).
+      deterministic: disables dropout.
+
+    Returns:
+      `[B, Q, D]`.
+    """
+    q_BxQxHxK = self._rotate(self.query(x_BxQxD), qpos_BxQ)
+    if kv is not None:
+      k_BxKxHxK, v_BxKxHxK = kv
+    else:
+      x_kv_BxKxD = x_BxQxD if x_kv_BxKxD is None else x_kv_BxKxD
+      kpos_BxK = qpos_BxQ if kpos_BxK is None else kpos_BxK
+      k_BxKxHxK, v_BxKxHxK = self.project_kv(x_kv_BxKxD)
+      k_BxKxHxK = self._rotate(k_BxKxHxK, kpos_BxK)
+    if decode:
+      k_BxKxHxK, v_BxKxHxK, kpos_BxK, mask_BxQxK = self.cache(
+          k_BxKxHxK, v_BxKxHxK, kpos_BxK, mask_BxQxK)
+    dropout = None if deterministic or self.dropout_rate == 0.0 else (
+        lambda w: self.dropout(w, deterministic=False))
+    out_BxQxHxK = dot_product_attention(q_BxQxHxK, k_BxKxHxK, v_BxKxHxK, qpos_BxQ, kpos_BxK,
+                                        mask_BxQxK, self.scheme, dropout)
+    return self.out(out_BxQxHxK)
+
+
+class KVCache(nn.Module):
+  """The decode cache: keys, values, their positions and the next slot (`cache` collection)."""
+
+  @nn.compact
+  def __call__(self, k_Bx1xHxK, v_Bx1xHxK, kpos_Bx1, mask):
+    """Writes one step; returns every slot, their positions and the filled-slot mask.
+
+    On the sizing call (inside `init`, the cache does not exist yet) it creates
+    the cache with the full-length shapes of its inputs and returns them unchanged.
+    """
+    initialized = self.has_variable("cache", "cached_key")
+    cached_k = self.variable("cache", "cached_key", jnp.zeros, k_Bx1xHxK.shape, k_Bx1xHxK.dtype)
+    cached_v = self.variable("cache", "cached_value", jnp.zeros, v_Bx1xHxK.shape,
+                             v_Bx1xHxK.dtype)
+    cached_pos = self.variable("cache", "cached_pos", jnp.zeros, kpos_Bx1.shape, jnp.int32)
+    index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
+    if not initialized:
+      return k_Bx1xHxK, v_Bx1xHxK, kpos_Bx1, mask
+    B, M = cached_pos.value.shape
+    if k_Bx1xHxK.shape[1] != 1:
+      raise ValueError(f"cached decoding takes one step at a time; got {k_Bx1xHxK.shape[1]}")
+    i = index.value
+    cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k_Bx1xHxK, (0, i, 0, 0))
+    cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v_Bx1xHxK, (0, i, 0, 0))
+    cached_pos.value = jax.lax.dynamic_update_slice(
+        cached_pos.value, kpos_Bx1.astype(jnp.int32), (0, i))
+    index.value = i + 1
+    mask_Bx1xM = jnp.broadcast_to(jnp.arange(M)[None, None, :] <= i, (B, 1, M))
+    return cached_k.value, cached_v.value, cached_pos.value, mask_Bx1xM

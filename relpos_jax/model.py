@@ -1,0 +1,260 @@
+"""The encoder-decoder: one pre-norm `Block`, one `Stack`, pluggable positions.
+
+Scheme placement follows the originals:
+- absolute schemes (`embed` hook) add to the encoder and decoder input embeddings,
+  one instance (one table) per stack;
+- attention schemes act in self-attention only: bidirectional in the encoder,
+  causal in the decoder; cross-attention has no position term;
+- a scheme whose `shared_across_layers()` is True (T5) is one instance per stack
+  used by all its layers; otherwise (Shaw, ...) each layer has its own.
+
+Token ids follow `relpos_jax.data.vocab`: PAD = 0 (masked everywhere), BOS starts
+the decoder input. Token embeddings are shared by encoder and decoder (one vocab);
+`share_embeddings` also ties the output projection to them (logits = x Eᵀ/sqrt(D)).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from relpos_jax import attention
+from relpos_jax import positions
+from relpos_jax.data import vocab
+
+Array = jax.Array
+
+NORMS = {"rms": nn.RMSNorm, "layer": nn.LayerNorm}
+
+
+def default_positions(tokens_BxL: Array) -> Array:
+  """Positions 0..L-1 for every row (right padding)."""
+  B, L = tokens_BxL.shape
+  return jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32), (B, L))
+
+
+def shift_right(targets_BxT: Array, bos_id: int = vocab.BOS_ID) -> Array:
+  """Teacher-forcing decoder input: `[BOS, t_0, ..., t_{T-2}]`."""
+  return jnp.concatenate(
+      [jnp.full_like(targets_BxT[:, :1], bos_id), targets_BxT[:, :-1]], axis=1)
+
+
+class Mlp(nn.Module):
+  """Position-wise feed-forward: Dense(d_ff) -> GELU -> dropout -> Dense(D)."""
+
+  d_model: int
+  d_ff: int
+  dropout_rate: float
+
+  @nn.compact
+  def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
+    h_BxLxF = nn.gelu(nn.Dense(self.d_ff, name="wi")(x_BxLxD))
+    h_BxLxF = nn.Dropout(self.dropout_rate)(h_BxLxF, deterministic=deterministic)
+    return nn.Dense(self.d_model, name="wo")(h_BxLxF)
+
+
+class Block(nn.Module):
+  """Pre-norm block: self-attention, optional cross-attention, MLP; each residual."""
+
+  d_model: int
+  num_heads: int
+  head_dim: int
+  d_ff: int
+  dropout_rate: float
+  norm: str
+  has_cross: bool
+  scheme: positions.PositionScheme | None
+
+  def setup(self):
+    norm = NORMS[self.norm]
+    attn = lambda scheme, name: attention.Attention(
+        self.num_heads, self.head_dim, self.d_model, self.dropout_rate, scheme, name=name)
+    self.self_norm = norm()
+    self.self_attention = attn(self.scheme, "self_attention")
+    if self.has_cross:
+      self.cross_norm = norm()
+      self.cross_attention = attn(None, "cross_attention")
+    self.mlp_norm = norm()
+    self.mlp = Mlp(self.d_model, self.d_ff, self.dropout_rate)
+    self.dropout = nn.Dropout(self.dropout_rate)
+
+  def __call__(self, x_BxLxD, pos_BxL, mask_BxLxL, cross_kv=None, cross_mask_BxLxS=None,
+               decode=False, deterministic=True):
+    """One block; `cross_kv` are this layer's precomputed encoder keys/values."""
+    drop = lambda h: self.dropout(h, deterministic=deterministic)
+    h = self.self_attention(self.self_norm(x_BxLxD), pos_BxL, mask_BxQxK=mask_BxLxL,
+                            decode=decode, deterministic=deterministic)
+    x_BxLxD = x_BxLxD + drop(h)
+    if self.has_cross:
+      h = self.cross_attention(self.cross_norm(x_BxLxD), None, kv=cross_kv,
+                               mask_BxQxK=cross_mask_BxLxS, deterministic=deterministic)
+      x_BxLxD = x_BxLxD + drop(h)
+    return x_BxLxD + drop(self.mlp(self.mlp_norm(x_BxLxD), deterministic))
+
+
+class Stack(nn.Module):
+  """Position embedding + `num_layers` blocks + final norm (encoder or decoder)."""
+
+  num_layers: int
+  d_model: int
+  num_heads: int
+  head_dim: int
+  d_ff: int
+  dropout_rate: float
+  norm: str
+  position: Mapping[str, Any]
+  causal: bool
+
+  def _make_scheme(self, **module_kwargs) -> positions.PositionScheme:
+    """This stack's scheme module from the position config."""
+    return positions.make_scheme(self.position, num_heads=self.num_heads,
+                                 head_dim=self.head_dim, d_model=self.d_model,
+                                 causal=self.causal, **module_kwargs)
+
+  def setup(self):
+    cls = positions.scheme_class(self.position["name"])
+    self.embedder = self._make_scheme(name="position_embed") if cls.implements("embed") else None
+    schemes = [None] * self.num_layers
+    if cls.uses_attention():
+      if self._make_scheme(parent=None).shared_across_layers():
+        schemes = [self._make_scheme(name="position")] * self.num_layers
+      else:
+        schemes = [self._make_scheme(name=f"position_{i}") for i in range(self.num_layers)]
+    self.layers = [
+        Block(self.d_model, self.num_heads, self.head_dim, self.d_ff, self.dropout_rate,
+              self.norm, has_cross=self.causal, scheme=schemes[i], name=f"layer_{i}")
+        for i in range(self.num_layers)]
+    self.final_norm = NORMS[self.norm]()
+    self.dropout = nn.Dropout(self.dropout_rate)
+
+  def check_positions(self, max_position: int) -> None:
+    """Raises ValueError if this stack's scheme cannot encode positions < max_position."""
+    self._make_scheme(parent=None).check_positions(max_position)
+
+  def cross_kv(self, enc_BxSxD: Array) -> list[tuple[Array, Array]]:
+    """Each layer's cross-attention keys and values of the encoder output."""
+    return [layer.cross_attention.project_kv(enc_BxSxD) for layer in self.layers]
+
+  def __call__(self, x_BxLxD, pos_BxL, mask_BxLxL, cross_kv=None, cross_mask_BxLxS=None,
+               decode=False, deterministic=True):
+    """Embedded tokens -> normalized outputs `[B, L, D]`."""
+    if self.embedder is not None:
+      x_BxLxD = self.embedder.embed(x_BxLxD, pos_BxL)
+    x_BxLxD = self.dropout(x_BxLxD, deterministic=deterministic)
+    for i, layer in enumerate(self.layers):
+      x_BxLxD = layer(x_BxLxD, pos_BxL, mask_BxLxL,
+                      None if cross_kv is None else cross_kv[i], cross_mask_BxLxS,
+                      decode, deterministic)
+    return self.final_norm(x_BxLxD)
+
+
+class EncoderDecoder(nn.Module):
+  """A small encoder-decoder Transformer with a configurable positional scheme.
+
+  Attributes:
+    vocab_size: shared source/target vocabulary size.
+    d_model, num_heads, head_dim, d_ff: widths.
+    num_encoder_layers, num_decoder_layers: depths.
+    dropout_rate: residual, MLP, embedding and attention-weight dropout.
+    norm: "rms" (RMSNorm) or "layer" (LayerNorm).
+    share_embeddings: tie the output projection to the token embeddings.
+    position: `{"name": scheme, **scheme keys}` (see `positions.default_config`).
+  """
+
+  vocab_size: int
+  d_model: int = 64
+  num_heads: int = 4
+  head_dim: int = 16
+  num_encoder_layers: int = 2
+  num_decoder_layers: int = 2
+  d_ff: int = 256
+  dropout_rate: float = 0.0
+  norm: str = "rms"
+  share_embeddings: bool = True
+  position: Mapping[str, Any] | None = None  # None: T5's defaults
+
+  def __post_init__(self):
+    # A hashable, immutable copy, so the module can be a static `jit` argument.
+    position = positions.default_config("t5") if self.position is None else self.position
+    object.__setattr__(self, "position", flax.core.FrozenDict(dict(position)))
+    super().__post_init__()
+
+  def setup(self):
+    if self.norm not in NORMS:
+      raise ValueError(f"unknown norm {self.norm!r} (config key model.norm); "
+                       f"choose one of: {', '.join(NORMS)}")
+    stack = lambda n, causal, name: Stack(
+        n, self.d_model, self.num_heads, self.head_dim, self.d_ff, self.dropout_rate,
+        self.norm, self.position, causal, name=name)
+    self.embedding = nn.Embed(self.vocab_size, self.d_model,
+                              embedding_init=nn.initializers.normal(1.0), name="embedding")
+    self.encoder = stack(self.num_encoder_layers, False, "encoder")
+    self.decoder = stack(self.num_decoder_layers, True, "decoder")
+    if not self.share_embeddings:
+      self.logits_dense = nn.Dense(self.vocab_size, use_bias=False, name="logits")
+
+  def check_lengths(self, max_input_length: int, max_target_length: int) -> None:
+    """Raises ValueError (naming the config key) if positions this long cannot be encoded.
+
+    Works on an unbound module: call it before `jit`, where positions are traced.
+    """
+    for length in (max_input_length, max_target_length):
+      positions.make_scheme(self.position, num_heads=self.num_heads, head_dim=self.head_dim,
+                            d_model=self.d_model, causal=False,
+                            parent=None).check_positions(length)
+
+  def encode(self, inputs_BxS: Array, inputs_pos_BxS: Array | None = None,
+             deterministic: bool = True) -> Array:
+    """Encoder outputs `[B, S, D]` (PAD tokens are masked as keys)."""
+    if inputs_pos_BxS is None:
+      inputs_pos_BxS = default_positions(inputs_BxS)
+    valid_BxS = inputs_BxS != vocab.PAD_ID
+    mask_BxSxS = jnp.broadcast_to(valid_BxS[:, None, :], inputs_BxS.shape + inputs_BxS.shape[1:])
+    return self.encoder(self.embedding(inputs_BxS), inputs_pos_BxS, mask_BxSxS,
+                        deterministic=deterministic)
+
+  def cross_kv(self, enc_BxSxD: Array) -> list[tuple[Array, Array]]:
+    """Per decoder layer, the encoder keys/values: computed once per decoded batch."""
+    return self.decoder.cross_kv(enc_BxSxD)
+
+  def decode(self, decoder_input_BxT: Array, decoder_pos_BxT: Array | None, inputs_BxS: Array,
+             *, enc_BxSxD: Array | None = None, cross_kv: Sequence | None = None,
+             decode: bool = False, deterministic: bool = True) -> Array:
+    """Decoder logits `[B, T, V]`.
+
+    Args:
+      decoder_input_BxT: BOS-shifted targets (teacher forcing), or the last token
+        (`T = 1`) when `decode=True`.
+      decoder_pos_BxT: their positions (default 0..T-1; at cached step t pass t).
+      inputs_BxS: source tokens (only their PAD mask is used here).
+      enc_BxSxD: encoder output; or pass `cross_kv` precomputed by `cross_kv()`.
+      cross_kv: per-layer encoder keys/values.
+      decode: cached single-step decoding (initialize the cache via `init`).
+      deterministic: disables dropout.
+    """
+    if decoder_pos_BxT is None:
+      decoder_pos_BxT = default_positions(decoder_input_BxT)
+    if cross_kv is None:
+      cross_kv = self.cross_kv(enc_BxSxD)
+    B, T = decoder_input_BxT.shape
+    causal_TxT = jnp.tril(jnp.ones((T, T), bool))
+    valid_BxT = decoder_input_BxT != vocab.PAD_ID
+    self_mask_BxTxT = causal_TxT[None] & valid_BxT[:, None, :]
+    cross_mask_BxTxS = jnp.broadcast_to((inputs_BxS != vocab.PAD_ID)[:, None, :],
+                                        (B, T, inputs_BxS.shape[1]))
+    x_BxTxD = self.decoder(self.embedding(decoder_input_BxT), decoder_pos_BxT, self_mask_BxTxT,
+                           cross_kv, cross_mask_BxTxS, decode, deterministic)
+    if self.share_embeddings:
+      return self.embedding.attend(x_BxTxD) * self.d_model ** -0.5
+    return self.logits_dense(x_BxTxD)
+
+  def __call__(self, inputs_BxS: Array, targets_BxT: Array, inputs_pos_BxS: Array | None = None,
+               targets_pos_BxT: Array | None = None, deterministic: bool = True) -> Array:
+    """Teacher-forced logits `[B, T, V]` predicting `targets` (which end with EOS)."""
+    enc_BxSxD = self.encode(inputs_BxS, inputs_pos_BxS, deterministic)
+    return self.decode(shift_right(targets_BxT), targets_pos_BxT, inputs_BxS,
+                       enc_BxSxD=enc_BxSxD, deterministic=deterministic)
