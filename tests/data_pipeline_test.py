@@ -65,8 +65,10 @@ def test_synthetic_batch_format():
   assert inputs.shape[0] == targets.shape[0] == 32
   longest_in = max(len(_unpad(r)) for r in inputs)
   longest_tgt = max(len(_target_tokens(r)) + 1 for r in targets)
-  assert inputs.shape[1] == min(b for b in BUCKETS if b >= longest_in)
-  assert targets.shape[1] == min(b for b in BUCKETS if b >= longest_tgt)
+  buckets = sorted(set(BUCKETS) | {20, 21})  # the training maxima are buckets too
+  assert inputs.shape[1] == min(b for b in buckets if b >= longest_in)
+  assert targets.shape[1] == min(b for b in buckets if b >= longest_tgt)
+  assert ds.length_buckets == tuple(buckets)
   for x, y in zip(inputs, targets):
     x, y = _unpad(x), _target_tokens(y)
     assert 1 <= len(x) <= 20

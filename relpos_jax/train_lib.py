@@ -1,0 +1,420 @@
+"""Training: `train_and_evaluate(config, workdir)`, readable top to bottom.
+
+One run trains `config.num_seeds` independently initialised replicas (seeds
+`config.seed + i`, each with its own init, dropout and data order) in one jitted,
+`vmap`ped step; with `num_seeds = 1` that is an ordinary single run. The batch is
+sharded over every device on a `data` mesh axis and parameters are replicated.
+
+The workdir holds `config.json`, `vocab.json`, `checkpoints/<step>/` (orbax, the
+last `keep_checkpoints`), `metrics.jsonl` and `tensorboard/`. A run started on a
+workdir with checkpoints resumes from the latest one: batches, dropout and
+randomized positions are pure functions of (seed, step), so it reaches the same
+final state and metrics as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import time
+from typing import Any
+
+from absl import logging
+import flax
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+
+from relpos_jax import evaluate
+from relpos_jax import metric_writers
+from relpos_jax import model as model_lib
+from relpos_jax.data import pipeline
+from relpos_jax.data import vocab as vocab_lib
+from relpos_jax.positions import randomized as randomized_lib
+
+# Config keys that must match to resume a workdir (they shape params or data).
+RUN_IDENTITY_KEYS = ("model", "data", "seed", "num_seeds", "randomized")
+
+
+# ------------------------------------------------------------------ optimizer
+
+def make_optimizer(*, num_steps: int, learning_rate: float = 1e-3, warmup_steps: int = 100,
+                   decay: str = "cosine", weight_decay: float = 0.01,
+                   grad_clip_norm: float = 1.0, b1: float = 0.9, b2: float = 0.98,
+                   eps: float = 1e-9) -> tuple[optax.GradientTransformation, optax.Schedule]:
+  """AdamW with linear warmup then cosine or rsqrt decay, after global-norm clipping.
+
+  These defaults are the single declaration of the `optimizer` config.
+
+  Args:
+    num_steps: total training steps (the cosine decays to 0 at the end).
+    learning_rate: peak learning rate, reached after `warmup_steps`.
+    warmup_steps: linear warmup from 0.
+    decay: "cosine" (to 0 at num_steps) or "rsqrt" (lr * sqrt(warmup / step)).
+    weight_decay: AdamW's decoupled weight decay.
+    grad_clip_norm: clip gradients to this global norm (<= 0: no clipping).
+    b1, b2, eps: Adam's moments.
+
+  Returns:
+    (the optax transformation, the learning-rate schedule).
+  """
+  warmup = optax.linear_schedule(0.0, learning_rate, max(warmup_steps, 1))
+  if decay == "cosine":
+    after = optax.cosine_decay_schedule(learning_rate, max(num_steps - warmup_steps, 1))
+  elif decay == "rsqrt":
+    after = lambda s: learning_rate * jnp.sqrt(max(warmup_steps, 1) / (s + max(warmup_steps, 1)))
+  else:
+    raise ValueError(f"unknown decay {decay!r} (config key optimizer.decay); "
+                     "choose one of: cosine, rsqrt")
+  schedule = optax.join_schedules([warmup, after], [warmup_steps])
+  clip = [optax.clip_by_global_norm(grad_clip_norm)] if grad_clip_norm > 0 else []
+  tx = optax.chain(*clip, optax.adamw(schedule, b1=b1, b2=b2, eps=eps,
+                                      weight_decay=weight_decay))
+  return tx, schedule
+
+
+def optimizer_config() -> ml_collections.ConfigDict:
+  """The `optimizer` config: `make_optimizer`'s keywords but `num_steps`, with defaults."""
+  params = inspect.signature(make_optimizer).parameters
+  return ml_collections.ConfigDict(
+      {k: p.default for k, p in params.items() if k != "num_steps"})
+
+
+# ----------------------------------------------------------------------- loss
+
+def cross_entropy(logits_BxTxV: jax.Array, targets_BxT: jax.Array,
+                  label_smoothing: float = 0.0) -> tuple[jax.Array, jax.Array]:
+  """Token cross-entropy over non-PAD targets.
+
+  Returns:
+    (mean loss over target tokens, per-token loss `[B, T]` (0 at PAD)).
+  """
+  V = logits_BxTxV.shape[-1]
+  labels_BxTxV = optax.smooth_labels(jax.nn.one_hot(targets_BxT, V), label_smoothing) \
+      if label_smoothing else jax.nn.one_hot(targets_BxT, V)
+  weights_BxT = (targets_BxT != vocab_lib.PAD_ID).astype(jnp.float32)
+  loss_BxT = optax.softmax_cross_entropy(logits_BxTxV, labels_BxTxV) * weights_BxT
+  return loss_BxT.sum() / jnp.maximum(weights_BxT.sum(), 1.0), loss_BxT
+
+
+def accuracy_metrics(logits_BxTxV: jax.Array, targets_BxT: jax.Array) -> dict[str, jax.Array]:
+  """Teacher-forced token accuracy and exact match (every target token right)."""
+  weights_BxT = targets_BxT != vocab_lib.PAD_ID
+  correct_BxT = (jnp.argmax(logits_BxTxV, -1) == targets_BxT) | ~weights_BxT
+  return {
+      "token_accuracy": ((correct_BxT & weights_BxT).sum() / jnp.maximum(weights_BxT.sum(), 1)),
+      "exact_match": correct_BxT.all(axis=1).mean(),
+  }
+
+
+# ---------------------------------------------------------------- train state
+
+@flax.struct.dataclass
+class TrainState:
+  """One replica's step, parameters and optimizer state (leading seed axis in a run)."""
+
+  step: jax.Array
+  params: Any
+  opt_state: Any
+
+
+def init_state(model, tx, seed: int, batch: dict[str, np.ndarray]) -> TrainState:
+  """Initial state of the replica with `seed`."""
+  params = model.init(jax.random.PRNGKey(seed), jnp.asarray(batch["inputs"][:1]),
+                      jnp.asarray(batch["targets"][:1]))["params"]
+  return TrainState(step=jnp.array(0, jnp.int32), params=params, opt_state=tx.init(params))
+
+
+def make_train_step(model, tx, schedule, *, label_smoothing: float,
+                    randomized: randomized_lib.RandomizedPositions):
+  """The per-replica train step `(state, batch, seed) -> (state, metrics)` (not jitted)."""
+
+  def train_step(state: TrainState, batch: dict[str, jax.Array], seed: jax.Array):
+    inputs_BxS, targets_BxT = batch["inputs"], batch["targets"]
+    step_rng = jax.random.fold_in(jax.random.PRNGKey(seed), state.step)
+    dropout_rng, in_pos_rng, tgt_pos_rng = jax.random.split(step_rng, 3)
+    inputs_pos = randomized.train_positions(in_pos_rng, *inputs_BxS.shape)
+    targets_pos = randomized.train_positions(tgt_pos_rng, *targets_BxT.shape)
+
+    def loss_fn(params):
+      logits = model.apply({"params": params}, inputs_BxS, targets_BxT, inputs_pos, targets_pos,
+                           deterministic=False, rngs={"dropout": dropout_rng})
+      loss, _ = cross_entropy(logits, targets_BxT, label_smoothing)
+      return loss, logits
+
+    (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    new_state = TrainState(step=state.step + 1, params=optax.apply_updates(state.params, updates),
+                           opt_state=opt_state)
+    metrics = {"loss": loss, "grad_norm": _global_norm(grads),
+               "learning_rate": schedule(state.step), **accuracy_metrics(logits, targets_BxT)}
+    return new_state, metrics
+
+  return train_step
+
+
+def _global_norm(tree) -> jax.Array:
+  """sqrt of the sum of squares of every leaf."""
+  return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree_util.tree_leaves(tree)))
+
+
+# ------------------------------------------------------------ devices & data
+
+def maybe_initialize_distributed() -> None:
+  """`jax.distributed.initialize()` when a multi-host launcher set its variables."""
+  if os.environ.get("JAX_COORDINATOR_ADDRESS") or int(os.environ.get("SLURM_NTASKS", "1")) > 1:
+    if not jax.distributed.is_initialized():
+      jax.distributed.initialize()
+
+
+def make_mesh() -> jax.sharding.Mesh:
+  """A 1-D mesh over every device, axis `data`."""
+  return jax.sharding.Mesh(np.array(jax.devices()), ("data",))
+
+
+def stacked_batch(datasets: list[pipeline.Dataset], step: int, batch_size: int) -> dict:
+  """Each replica's batch of `step`, padded to common lengths, stacked `[N, B, L]`."""
+  batches = [d.train_batch(step, batch_size) for d in datasets]
+  out = {}
+  for key in ("inputs", "targets"):
+    length = max(b[key].shape[1] for b in batches)
+    out[key] = np.stack([np.pad(b[key], ((0, 0), (0, length - b[key].shape[1])))
+                         for b in batches])
+  return out
+
+
+def shard_batch(batch: dict[str, np.ndarray], sharding) -> dict[str, jax.Array]:
+  """This process's rows of an `[N, B, L]` batch, as global arrays sharded on B."""
+  pi, pc = jax.process_index(), jax.process_count()
+  out = {}
+  for key, value in batch.items():
+    rows = value.shape[1] // pc
+    local = value[:, pi * rows:(pi + 1) * rows]
+    out[key] = jax.make_array_from_process_local_data(sharding, local, value.shape)
+  return out
+
+
+# ----------------------------------------------------------------- checkpoints
+
+def _config_json(config: ml_collections.ConfigDict) -> dict:
+  """The config as plain JSON data (tuples become lists)."""
+  return json.loads(config.to_json())
+
+
+def prepare_workdir(config: ml_collections.ConfigDict, workdir: str,
+                    vocab: vocab_lib.Vocab) -> None:
+  """Saves config.json and vocab.json; refuses a workdir that holds a different run."""
+  os.makedirs(workdir, exist_ok=True)
+  path = os.path.join(workdir, "config.json")
+  new = _config_json(config)
+  if os.path.exists(path):
+    with open(path) as f:
+      old = json.load(f)
+    changed = [k for k in RUN_IDENTITY_KEYS if old.get(k) != new.get(k)]
+    if changed:
+      raise ValueError(
+          f"workdir {workdir} holds a run with a different config in {changed} "
+          f"(saved: { {k: old.get(k) for k in changed} }); resuming would mix two runs. "
+          "Use a new --workdir, or delete that one.")
+  with open(path, "w") as f:
+    json.dump(new, f, indent=1)
+  vocab.save(os.path.join(workdir, "vocab.json"))
+
+
+def checkpoint_manager(workdir: str, keep: int) -> ocp.CheckpointManager:
+  """Orbax manager for `workdir/checkpoints`: keeps the last `keep`, cleans temp dirs."""
+  options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
+                                         cleanup_tmp_directories=True,
+                                         enable_async_checkpointing=False)
+  return ocp.CheckpointManager(os.path.abspath(os.path.join(workdir, "checkpoints")),
+                               options=options)
+
+
+def restore_or_keep(manager: ocp.CheckpointManager, state: TrainState) -> TrainState:
+  """The latest checkpoint restored into `state`'s structure and shardings, or `state`."""
+  step = manager.latest_step()
+  if step is None:
+    return state
+  target = flax.serialization.to_state_dict(state)
+  abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, target)
+  restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
+  return flax.serialization.from_state_dict(state, restored)
+
+
+def load_params(workdir: str, config: ml_collections.ConfigDict, model, step: int | None = None):
+  """The parameters `[N, ...]` (all replicas) of a run's checkpoint (latest by default)."""
+  tx, _ = make_optimizer(num_steps=config.num_steps, **config.optimizer)
+  dataset = pipeline.make_dataset(seed=config.seed, **config.data)
+  state = _init_replicas(model, tx, [dataset] * config.num_seeds, config)
+  manager = checkpoint_manager(workdir, config.keep_checkpoints)
+  step = manager.latest_step() if step is None else step
+  if step is None:
+    raise FileNotFoundError(f"no checkpoint in {workdir}/checkpoints; train first")
+  target = flax.serialization.to_state_dict(state)
+  abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, target)
+  restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
+  return flax.serialization.from_state_dict(state, restored).params
+
+
+def _init_replicas(model, tx, datasets, config) -> TrainState:
+  """Every replica's initial state, stacked on a leading seed axis."""
+  sample = datasets[0].train_batch(0, 1)
+  states = [init_state(model, tx, config.seed + i, sample) for i in range(config.num_seeds)]
+  return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
+
+
+# ----------------------------------------------------------------- validation
+
+def check_config(config: ml_collections.ConfigDict, model, dataset: pipeline.Dataset) -> None:
+  """Fails fast, before any work, on configs that cannot run as asked."""
+  n_dev = jax.device_count()
+  if config.batch_size % n_dev:
+    raise ValueError(f"batch_size {config.batch_size} is not divisible by the {n_dev} devices; "
+                     "change config key batch_size.")
+  if config.num_seeds < 1:
+    raise ValueError(f"num_seeds must be >= 1, got {config.num_seeds}")
+  if config.checkpoint_every % config.log_every:
+    raise ValueError(f"checkpoint_every ({config.checkpoint_every}) must be a multiple of "
+                     f"log_every ({config.log_every}) so a resumed run logs the same metrics.")
+  max_s, max_t = dataset.max_padded_lengths()
+  max_position = max(max_s, max_t)
+  rand = randomized_lib.RandomizedPositions(**config.randomized)
+  if rand.enabled:
+    if rand.max_random_position < max_position:
+      raise ValueError(
+          f"randomized.max_random_position={rand.max_random_position} is below the longest "
+          f"padded sequence ({max_position}); raise it.")
+    max_position = rand.max_random_position
+  model.check_lengths(max_position, max_position)
+
+
+# ------------------------------------------------------------------ the loop
+
+def evaluate_replica(model, params, dataset, config) -> dict[str, float]:
+  """Periodic eval of one replica: in distribution and at the longest eval length."""
+  train_like = dataset.train_batch(0, config.eval_batch_size)
+  tokens, lengths = _decode_batch(model, params, train_like)
+  in_dist = evaluate.score_batch(tokens, lengths, train_like["targets"])
+  longest = max(dataset.eval_lengths)
+  record = evaluate.evaluate_length(model, params, dataset, longest,
+                                    batch_size=config.eval_batch_size)
+  return {"train_exact_match": float(in_dist["exact"].mean()),
+          "longest_length": float(longest),
+          "longest_exact_match": record["exact_match"],
+          "longest_token_accuracy": record["token_accuracy"],
+          "longest_stop_errors": record["stop_errors"]}
+
+
+def _decode_batch(model, params, batch):
+  """Greedy decoding of a batch up to its padded target length."""
+  from relpos_jax import decode  # local: decode imports model, not the reverse
+  tokens, lengths = decode.greedy_decode(model, params, jnp.asarray(batch["inputs"]),
+                                         max_len=batch["targets"].shape[1])
+  return np.asarray(tokens), np.asarray(lengths)
+
+
+def _replica(tree, i: int):
+  """Replica i of a stacked pytree."""
+  return jax.tree_util.tree_map(lambda x: x[i], tree)
+
+
+def _format_eta(seconds: float) -> str:
+  """`h:mm:ss`."""
+  seconds = int(max(seconds, 0))
+  return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> TrainState:
+  """Trains `config.num_seeds` replicas, logging, evaluating and checkpointing into `workdir`.
+
+  Args:
+    config: an experiment config (see configs/default.py).
+    workdir: where checkpoints, metrics and TensorBoard logs go; resumed if it
+      holds checkpoints of the same run.
+
+  Returns:
+    The final stacked `TrainState` (leading axis: replicas).
+
+  Raises:
+    ValueError: a config that cannot run, or a workdir holding a different run.
+    FloatingPointError: a non-finite loss or gradient (names the step; that
+      state is never saved).
+  """
+  maybe_initialize_distributed()
+  seeds = [config.seed + i for i in range(config.num_seeds)]
+  datasets = [pipeline.make_dataset(seed=s, **config.data) for s in seeds]
+  model = model_lib.EncoderDecoder(vocab_size=datasets[0].vocab.size, **config.model)
+  check_config(config, model, datasets[0])
+  prepare_workdir(config, workdir, datasets[0].vocab)
+
+  tx, schedule = make_optimizer(num_steps=config.num_steps, **config.optimizer)
+  mesh = make_mesh()
+  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  batch_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "data"))
+
+  manager = checkpoint_manager(workdir, config.keep_checkpoints)
+  state = jax.device_put(_init_replicas(model, tx, datasets, config), replicated)
+  state = restore_or_keep(manager, state)
+  start = int(state.step[0])
+  metric_writers.truncate_after(workdir, start)
+  if start:
+    logging.info("resuming %s from step %d", workdir, start)
+
+  train_step = make_train_step(model, tx, schedule, label_smoothing=config.label_smoothing,
+                               randomized=randomized_lib.RandomizedPositions(**config.randomized))
+  step_fn = jax.jit(jax.vmap(train_step), donate_argnums=0,
+                    out_shardings=(replicated, replicated))
+  seeds_N = jax.device_put(jnp.asarray(seeds, jnp.int32), replicated)
+  writer = metric_writers.MetricWriter(workdir, multi_replica=config.num_seeds > 1)
+  window: list[dict[str, np.ndarray]] = []
+  t_window, t_start = time.perf_counter(), time.perf_counter()
+
+  for step in range(start, config.num_steps):
+    batch = shard_batch(stacked_batch(datasets, step, config.batch_size), batch_sharding)
+    state, metrics = step_fn(state, batch, seeds_N)
+    metrics = jax.device_get(metrics)  # waits for the step: needed on multi-device CPU
+    _check_finite(metrics, step, seeds)
+    window.append(metrics)
+    done = step + 1
+    if done % config.log_every == 0 or done == config.num_steps:
+      now = time.perf_counter()
+      steps_per_sec = len(window) / (now - t_window)
+      for i, seed in enumerate(seeds):
+        mean = {k: float(np.mean([m[k][i] for m in window])) for k in window[0]}
+        writer.write(done, "train", seed, {**mean, "steps_per_sec": steps_per_sec})
+      eta = (config.num_steps - done) / max((done - start) / (now - t_start), 1e-9)
+      logging.info("step %d/%d | loss %.4f | token acc %.3f | exact %.3f | %.1f steps/s | ETA %s",
+                   done, config.num_steps, np.mean(window[-1]["loss"]),
+                   np.mean([m["token_accuracy"] for m in window]),
+                   np.mean([m["exact_match"] for m in window]), steps_per_sec, _format_eta(eta))
+      window, t_window = [], time.perf_counter()
+    if done % config.eval_every == 0 or done == config.num_steps:
+      for i, seed in enumerate(seeds):
+        scalars = evaluate_replica(model, _replica(state.params, i), datasets[i], config)
+        writer.write(done, "eval", seed, scalars)
+        logging.info("eval step %d seed %d: %s", done, seed,
+                     " | ".join(f"{k} {v:.3f}" for k, v in scalars.items()))
+      t_window = time.perf_counter()  # eval time is not training time
+    if done % config.checkpoint_every == 0 or done == config.num_steps:
+      manager.save(done, args=ocp.args.StandardSave(flax.serialization.to_state_dict(state)))
+
+  manager.wait_until_finished()
+  writer.close()
+  return state
+
+
+def _check_finite(metrics: dict[str, np.ndarray], step: int, seeds: list[int]) -> None:
+  """Raises FloatingPointError naming the step if a loss or gradient is not finite."""
+  for key in ("loss", "grad_norm"):
+    bad = ~np.isfinite(metrics[key])
+    if bad.any():
+      seed = seeds[int(np.argmax(bad))]
+      raise FloatingPointError(
+          f"non-finite {key} ({metrics[key][bad][0]}) at step {step} (replica seed {seed}); "
+          "training stopped and this state was not saved. Lower optimizer.learning_rate or "
+          "set optimizer.grad_clip_norm.")
+

@@ -1,0 +1,152 @@
+"""Training: learning, resume, determinism, NaN guard, multi-seed, config checks."""
+
+import jax
+import numpy as np
+import pytest
+
+from configs import default
+from relpos_jax import evaluate
+from relpos_jax import metric_writers
+from relpos_jax import model as model_lib
+from relpos_jax import train_lib
+from relpos_jax.data import pipeline
+
+TIMING_KEYS = {"steps_per_sec"}
+
+
+def _smoke(**overrides):
+  config = default.get_config("smoke")
+  for key, value in overrides.items():
+    node = config
+    *path, leaf = key.split(".")
+    for part in path:
+      node = node[part]
+    node[leaf] = value
+  return config
+
+
+def _metrics(workdir):
+  return [{k: v for k, v in r.items() if k not in TIMING_KEYS}
+          for r in metric_writers.read_metrics(str(workdir))]
+
+
+def _params_close(a, b, atol=0.0):
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=atol)
+
+
+def test_optimizer_config_matches_make_optimizer():
+  cfg = train_lib.optimizer_config()
+  assert set(cfg) == {"learning_rate", "warmup_steps", "decay", "weight_decay",
+                      "grad_clip_norm", "b1", "b2", "eps"}
+  tx, schedule = train_lib.make_optimizer(num_steps=1000, **cfg)
+  assert float(schedule(0)) == 0.0
+  np.testing.assert_allclose(float(schedule(cfg.warmup_steps)), cfg.learning_rate, rtol=1e-6)
+  assert float(schedule(999)) < 0.01 * cfg.learning_rate  # cosine reaches ~0
+  _, rsqrt = train_lib.make_optimizer(num_steps=100, **{**cfg, "decay": "rsqrt"})
+  np.testing.assert_allclose(float(rsqrt(4 * cfg.warmup_steps)),
+                             cfg.learning_rate * np.sqrt(1 / 4), rtol=1e-5)
+  with pytest.raises(ValueError, match="optimizer.decay"):
+    train_lib.make_optimizer(num_steps=10, decay="linear")
+  del tx
+
+
+def test_cross_entropy_ignores_padding_and_smooths():
+  logits = np.log(np.array([[[0.7, 0.1, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25]]]))
+  targets = np.array([[0, 0]])  # all PAD: nothing to learn
+  loss, per_token = train_lib.cross_entropy(logits, np.array([[1, 0]]))
+  np.testing.assert_allclose(loss, -np.log(0.1), rtol=1e-6)
+  np.testing.assert_allclose(per_token[0, 1], 0.0)
+  assert float(train_lib.cross_entropy(logits, targets)[0]) == 0.0
+  smoothed, _ = train_lib.cross_entropy(logits, np.array([[1, 0]]), label_smoothing=0.4)
+  want = -(0.7 * np.log(0.1) + 0.1 * (np.log(0.7) + 2 * np.log(0.1)))
+  np.testing.assert_allclose(smoothed, want, rtol=1e-5)
+
+
+def test_a_tiny_copy_model_learns_its_training_lengths(tmp_path):
+  config = default.get_config("smoke,scheme=sinusoidal")
+  config.data.update(max_train_length=5, eval_lengths=(3, 5), eval_examples_per_length=64,
+                     vocab_size=6)
+  config.model.update(d_model=32, num_heads=2, head_dim=16, d_ff=64)
+  config.optimizer.update(learning_rate=3e-3, warmup_steps=50)
+  config.update(num_steps=600, batch_size=32, log_every=100, eval_every=600,
+                checkpoint_every=600)
+  state = train_lib.train_and_evaluate(config, str(tmp_path))
+  dataset = pipeline.make_dataset(seed=config.seed, **config.data)
+  model = model_lib.EncoderDecoder(vocab_size=dataset.vocab.size, **config.model)
+  params = jax.tree_util.tree_map(lambda x: x[0], state.params)
+  for length in (3, 5):
+    record = evaluate.evaluate_length(model, params, dataset, length, batch_size=64)
+    assert record["exact_match"] == 1.0, record
+
+
+def test_resume_reaches_the_uninterrupted_state_and_metrics(tmp_path):
+  # rsqrt decay does not depend on num_steps, so stopping at n is a prefix of 2n.
+  config = _smoke(**{"optimizer.decay": "rsqrt"})
+  config.update(num_steps=6, log_every=3, eval_every=3, checkpoint_every=3)
+  full = train_lib.train_and_evaluate(config, str(tmp_path / "full"))
+  config.num_steps = 3
+  train_lib.train_and_evaluate(config, str(tmp_path / "resumed"))
+  config.num_steps = 6
+  resumed = train_lib.train_and_evaluate(config, str(tmp_path / "resumed"))
+  _params_close(full.params, resumed.params)
+  _params_close(full.opt_state, resumed.opt_state)
+  assert _metrics(tmp_path / "full") == _metrics(tmp_path / "resumed")
+  assert int(resumed.step[0]) == 6
+
+
+def test_same_config_and_seed_give_identical_metrics(tmp_path):
+  config = _smoke()
+  train_lib.train_and_evaluate(config, str(tmp_path / "a"))
+  train_lib.train_and_evaluate(config, str(tmp_path / "b"))
+  assert _metrics(tmp_path / "a") == _metrics(tmp_path / "b")
+  config.seed = 1
+  train_lib.train_and_evaluate(config, str(tmp_path / "c"))
+  assert _metrics(tmp_path / "a") != _metrics(tmp_path / "c")
+
+
+def test_nan_loss_stops_with_the_step_and_saves_nothing(tmp_path):
+  config = _smoke(**{"optimizer.learning_rate": 1e38, "optimizer.warmup_steps": 0,
+                     "optimizer.grad_clip_norm": 0.0})
+  with pytest.raises(FloatingPointError, match=r"non-finite .* at step \d+"):
+    train_lib.train_and_evaluate(config, str(tmp_path))
+  ckpts = tmp_path / "checkpoints"
+  assert not ckpts.exists() or not [p for p in ckpts.iterdir() if p.name.isdigit()]
+
+
+def test_a_workdir_with_a_different_model_is_refused(tmp_path):
+  train_lib.train_and_evaluate(_smoke(), str(tmp_path))
+  other = _smoke(**{"model.d_model": 32, "model.head_dim": 16})
+  with pytest.raises(ValueError, match=r"different config in \['model'\]"):
+    train_lib.train_and_evaluate(other, str(tmp_path))
+
+
+def test_replica_i_of_a_multi_seed_run_equals_the_single_run_with_seed_i(tmp_path):
+  config = _smoke(num_seeds=3)
+  stacked = train_lib.train_and_evaluate(config, str(tmp_path / "multi"))
+  single = train_lib.train_and_evaluate(_smoke(seed=2), str(tmp_path / "single"))
+  replica = jax.tree_util.tree_map(lambda x: x[2], stacked.params)
+  _params_close(replica, jax.tree_util.tree_map(lambda x: x[0], single.params), atol=1e-5)
+  seeds = {r["seed"] for r in metric_writers.read_metrics(str(tmp_path / "multi"))}
+  assert seeds == {0, 1, 2}
+
+
+def test_config_checks_fail_before_any_work(tmp_path):
+  with pytest.raises(ValueError, match="checkpoint_every"):
+    train_lib.train_and_evaluate(_smoke(checkpoint_every=4), str(tmp_path / "a"))
+  bad = _smoke()
+  bad.model.position = default.get_config("scheme=learned,smoke").model.position
+  bad.model.position.max_len = 4
+  with pytest.raises(ValueError, match=r"model\.position\.max_len"):
+    train_lib.train_and_evaluate(bad, str(tmp_path / "b"))
+  rand = default.get_config("scheme=learned,smoke,randomized")
+  rand.model.position.max_len = 64
+  with pytest.raises(ValueError, match=r"max_len.*at least 2048"):
+    train_lib.train_and_evaluate(rand, str(tmp_path / "c"))
+  assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+
+
+def test_randomized_positions_train_every_scheme_quickly(tmp_path):
+  config = default.get_config("scheme=shaw,smoke,randomized")
+  state = train_lib.train_and_evaluate(config, str(tmp_path))
+  assert int(state.step[0]) == config.num_steps

@@ -1,0 +1,89 @@
+"""train.py end to end, in subprocesses: smoke, flag errors, kill -9 and resume, 8 devices."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _train(workdir, *flags, env=None, **kwargs):
+  cmd = [sys.executable, str(ROOT / "train.py"), "--workdir", str(workdir), *flags]
+  return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                        env={**os.environ, **(env or {})}, **kwargs)
+
+
+def _records(workdir, kind="train"):
+  with open(pathlib.Path(workdir) / "metrics.jsonl") as f:
+    return [r for r in map(json.loads, f) if r["kind"] == kind]
+
+
+def test_smoke_run_writes_metrics_checkpoints_and_tensorboard(tmp_path):
+  proc = _train(tmp_path, "--config", "configs/default.py:smoke,scheme=shaw,task=reverse",
+                "--config.model.num_heads=4", "--config.model.head_dim=4")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert [r["step"] for r in _records(tmp_path)] == [3, 6]
+  assert {"loss", "token_accuracy", "exact_match", "learning_rate", "grad_norm",
+          "steps_per_sec"} <= set(_records(tmp_path)[0])
+  assert _records(tmp_path, "eval")
+  assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit()) == [
+      "3", "6"]
+  assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+  config = json.loads((tmp_path / "config.json").read_text())
+  assert config["model"]["num_heads"] == 4 and config["data"]["task"] == "reverse"
+  assert (tmp_path / "vocab.json").exists()
+  assert "steps/s" in proc.stderr and "ETA" in proc.stderr
+
+
+def test_bad_overrides_fail_at_once_with_the_flag_message(tmp_path):
+  proc = _train(tmp_path, "--config", "configs/default.py:smoke", "--config.model.no_such_key=3")
+  assert proc.returncode != 0 and "no_such_key" in proc.stderr
+  proc = _train(tmp_path, "--config", "configs/default.py:smoke", "--config.model.num_heads=x")
+  assert proc.returncode != 0 and "num_heads" in proc.stderr
+  proc = _train(tmp_path, "--config", "configs/default.py:smoke,scheme=rotary")
+  assert proc.returncode != 0 and "unknown scheme 'rotary'" in proc.stderr
+  assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_kill_9_mid_run_then_restart_finishes_from_the_last_checkpoint(tmp_path):
+  flags = ["--config", "configs/default.py:smoke,steps=200", "--config.log_every=20",
+           "--config.checkpoint_every=20", "--config.eval_every=1000",
+           "--config.keep_checkpoints=3"]
+  cmd = [sys.executable, str(ROOT / "train.py"), "--workdir", str(tmp_path), *flags]
+  proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  ckpts = tmp_path / "checkpoints"
+  deadline = time.time() + 120
+  while time.time() < deadline and not (ckpts.exists() and any(
+      p.name.isdigit() and int(p.name) >= 40 for p in ckpts.iterdir())):
+    time.sleep(0.2)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  saved = max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
+  assert 40 <= saved < 200, saved
+  done = _train(tmp_path, *flags)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert f"resuming {tmp_path} from step" in done.stderr
+  steps = [r["step"] for r in _records(tmp_path)]
+  assert steps == list(range(20, 201, 20)), steps  # nothing lost, nothing twice
+  assert not list(ckpts.glob("*tmp*"))
+  # The same run uninterrupted ends in the same place.
+  fresh = _train(tmp_path / "fresh", *flags)
+  assert fresh.returncode == 0
+  np.testing.assert_allclose([r["loss"] for r in _records(tmp_path)],
+                             [r["loss"] for r in _records(tmp_path / "fresh")], rtol=1e-6)
+
+
+def test_eight_simulated_devices_give_the_same_losses(tmp_path):
+  flags = ["--config", "configs/default.py:smoke,steps=9"]
+  one = _train(tmp_path / "one", *flags)
+  eight = _train(tmp_path / "eight", *flags,
+                 env={"XLA_FLAGS": "--xla_force_host_platform_device_count=8"})
+  assert one.returncode == 0 and eight.returncode == 0, eight.stderr[-3000:]
+  losses = lambda w: [r["loss"] for r in _records(w)]
+  np.testing.assert_allclose(losses(tmp_path / "one"), losses(tmp_path / "eight"), atol=1e-5)
