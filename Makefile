@@ -19,8 +19,12 @@ $(STAMP): requirements.txt pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests selected"; exit 0; fi; exit $$rc
 
+# The README's first command: train the default config (copy task, T5 bias) into
+# runs/demo (resumed if interrupted), then evaluate it at every length.
 demo: $(STAMP)
 	$(PY) -m relpos_jax.positions
+	$(PY) train.py --config configs/default.py --workdir runs/demo
+	$(PY) eval.py --workdirs runs/demo
 
 clean:
 	rm -rf $(VENV) runs

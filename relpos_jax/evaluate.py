@@ -174,8 +174,8 @@ def train_length_range(config: ml_collections.ConfigDict,
   return int(lengths_N.min()), int(lengths_N.max())
 
 
-def evaluate_workdir(workdir: str, lengths: Iterable[int] | None = None, *,
-                     batch_size: int | None = None, run: str | None = None,
+def evaluate_workdir(workdir: str, lengths: Iterable[int] | None = None,
+                     batch_size: int | None = None, *, run: str | None = None,
                      step: int | None = None) -> list[Record]:
   """Evaluates every replica of a trained run at every eval length.
 
@@ -315,7 +315,7 @@ def read_records(path: str) -> list[Record]:
     records = [json.loads(line) for line in f if line.strip()]
   for record in records:
     for key in METRIC_KEYS:
-      if record.get(key) is None:
+      if key in record and record[key] is None:
         record[key] = float("nan")
   return records
 

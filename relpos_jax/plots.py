@@ -177,7 +177,7 @@ def encoding_heatmap(path: str, *, num_positions: int = 128, dim: int = 64,
 
 def _figure(width: float, height: float) -> figure_lib.Figure:
   """A figure on an Agg canvas."""
-  fig = figure_lib.Figure(figsize=(width, height))
+  fig = figure_lib.Figure(figsize=(width, height), layout="constrained")
   backend_agg.FigureCanvasAgg(fig)
   return fig
 

@@ -23,6 +23,7 @@ import numpy as np
 Record = dict[str, Any]
 
 NA = "n/a"
+EMPTY = "—"
 PARTIAL = "†"
 METRIC_NAMES = {
     "exact_match": "Exact match (greedy decoding; every target token and the EOS right)",
@@ -32,8 +33,8 @@ METRIC_NAMES = {
     "stop_errors": "Stop errors (every shared token right, EOS too early or too late)",
     "mean_first_error": "Mean index of the first wrong token (target length + 1 if exact)",
 }
-LENGTH_UNIT = ("eval length: input tokens for synthetic tasks, target tokens for SCAN "
-               "and TFDS sources")
+LENGTH_UNIT = ("Columns are eval lengths: input tokens for synthetic tasks, target tokens "
+               "for SCAN and TFDS sources.")
 
 
 def by_run(records: Sequence[Record]) -> dict[str, list[Record]]:
@@ -111,7 +112,7 @@ def length_stats(records: Sequence[Record], metric: str = "exact_match"):
 
 
 def range_stats(records: Sequence[Record], metric: str,
-                beyond_training: bool) -> tuple[float, float, int, bool]:
+                beyond_training: bool) -> tuple[float, float, int, bool] | None:
   """Mean ± std over seeds of each seed's mean over a range of lengths.
 
   Args:
@@ -120,14 +121,15 @@ def range_stats(records: Sequence[Record], metric: str,
     beyond_training: lengths > max_train_length (extrapolation) or <= it.
 
   Returns:
-    `(mean, std, seeds, partial)`: NaN mean if the range is empty or all n/a;
-    `partial` is True when some lengths of the range were n/a and left out.
+    `(mean, std, seeds, partial)` (NaN mean if every length is n/a; `partial`:
+    some lengths of the range were n/a and left out), or None if the run has
+    no eval length in the range.
   """
   max_train = _max_train_length(records)
   lengths, _, values_SxL, present_SxL = seed_matrix(records, metric)
   in_range_L = (np.asarray(lengths) > max_train) == beyond_training
   if not in_range_L.any():
-    return float("nan"), float("nan"), 0, False
+    return None
   values_SxR = values_SxL[:, in_range_L]
   partial = bool((np.isnan(values_SxR) & present_SxL[:, in_range_L]).any())
   with np.errstate(all="ignore"):
@@ -170,7 +172,7 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
   groups = by_run(records)
   lengths = sorted({int(r["length"]) for r in records})
   header = ["run", "scheme", "seeds", "train"] + [str(n) for n in lengths] + ["in-dist", "extrap"]
-  rows, any_na, any_partial = [], False, False
+  rows, any_na, any_partial, any_empty = [], False, False, False
   for run, recs in groups.items():
     run_lengths, mean_L, std_L, count_L = length_stats(recs, metric)
     cells = {int(n): format_stat(m, s, c, digits)
@@ -178,17 +180,24 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
     any_na |= NA in cells.values()
     summaries = []
     for beyond in (False, True):
-      mean, std, count, partial = range_stats(recs, metric, beyond)
+      stats = range_stats(recs, metric, beyond)
+      if stats is None:
+        summaries.append(EMPTY)
+        any_empty = True
+        continue
+      mean, std, count, partial = stats
       summaries.append(format_stat(mean, std, count, digits) + (PARTIAL if partial else ""))
       any_partial |= partial
     rows.append([run, _scheme(recs), str(len({r["seed"] for r in recs})), _train_range(recs)]
                 + [cells.get(n, "") for n in lengths] + summaries)
   legend = [
-      f"{METRIC_NAMES.get(metric, metric)} at each {LENGTH_UNIT}; mean ± sample std "
-      "(ddof=1) over seeds, a single seed's value alone.",
-      "train: the training lengths. in-dist: mean over lengths ≤ the longest training "
-      "length; extrap: mean over longer lengths (each seed's mean, then mean ± std over "
-      "seeds)."]
+      f"{METRIC_NAMES.get(metric, metric)}; mean ± sample std (ddof=1) over seeds "
+      "(one seed: its value).",
+      LENGTH_UNIT + " train: the training lengths.",
+      "in-dist: mean over lengths ≤ the longest training length; extrap: mean over longer "
+      "lengths (each seed's mean over those lengths, then mean ± std over seeds)."]
+  if any_empty:
+    legend.append(f"{EMPTY}: the run has no eval length in that range.")
   if any_na:
     legend.append(f"{NA}: not evaluated because the scheme cannot encode that length (e.g. "
                   "a learned position table shorter than the padded sequence; see the "
@@ -215,7 +224,7 @@ def error_table(records: Sequence[Record], *, digits: int = 2) -> str:
   lengths = sorted({int(r["length"]) for r in records
                     if int(r["length"]) > int(r["max_train_length"])})
   header = ["run", "scheme", "seeds"] + [str(n) for n in lengths] + [
-      "content", "stop", "stop share"]
+      "content", "stop", "stop share", "first error"]
   rows = []
   for run, recs in groups.items():
     max_train = _max_train_length(recs)
@@ -223,21 +232,30 @@ def error_table(records: Sequence[Record], *, digits: int = 2) -> str:
     stop = dict(zip(*length_stats(recs, "stop_errors")[:2]))
     cells = [_content_stop(content.get(n), stop.get(n), digits) if n > max_train else ""
              for n in lengths]
-    c_mean, c_std, c_count, _ = range_stats(recs, "content_errors", True)
-    s_mean, s_std, s_count, _ = range_stats(recs, "stop_errors", True)
-    failures = c_mean + s_mean
-    share = NA if not failures > 0 else f"{s_mean / failures:.{digits}f}"
-    rows.append([run, _scheme(recs), str(len({r["seed"] for r in recs}))] + cells + [
-        format_stat(c_mean, c_std, c_count, digits), format_stat(s_mean, s_std, s_count, digits),
-        share])
+    content_stats = range_stats(recs, "content_errors", True)
+    stop_stats = range_stats(recs, "stop_errors", True)
+    first_stats = range_stats(recs, "mean_first_error", True)
+    if content_stats is None:
+      summary = [EMPTY] * 4
+    else:
+      (c_mean, c_std, c_count, _), (s_mean, s_std, s_count, _) = content_stats, stop_stats
+      failures = c_mean + s_mean
+      summary = [format_stat(c_mean, c_std, c_count, digits),
+                 format_stat(s_mean, s_std, s_count, digits),
+                 f"{s_mean / failures:.{digits}f}" if failures > 0 else NA,
+                 format_stat(*first_stats[:3], digits=1)]
+    rows.append([run, _scheme(recs), str(len({r["seed"] for r in recs}))] + cells + summary)
   legend = [
-      f"Failures at each {LENGTH_UNIT} beyond the training range, as fractions of all "
-      "examples at that length (mean over seeds): `content / stop`.",
+      "Failures at each eval length beyond the training range, as fractions of all "
+      "examples at that length (mean over seeds): `content / stop`. " + LENGTH_UNIT,
       "content: a wrong token before either sequence ends. stop: every shared token "
-      "right, but EOS too early or too late. content + stop = 1 - exact match.",
+      "right, but EOS too early or too late. content + stop = 1 − exact match.",
       "content, stop: mean over those lengths (mean ± sample std over seeds). stop share: "
-      "stop / (content + stop), the part of the failures that are pure stopping errors.",
-      f"{NA}: no failures, or the scheme cannot encode the lengths."]
+      "stop / (content + stop), the part of the failures that are pure stopping errors. "
+      "first error: mean position of the first wrong token over those lengths (an exact "
+      "prediction counts as target length + 1).",
+      f"{NA}: no failures to split, or the scheme cannot encode the lengths. "
+      f"{EMPTY}: the run has no eval length beyond its training range."]
   if not lengths:
     legend.insert(0, "No eval length lies beyond the training range.")
   return _document("Errors beyond the training range", header, rows, legend)
@@ -309,7 +327,7 @@ def _document(title: str, header: list[str], rows: list[list[str]], legend: list
   """A markdown title, table and legend."""
   lines = [f"### {title}", "", _row(header), _row(["---"] * len(header))]
   lines += [_row(r) for r in rows]
-  lines += [""] + legend
+  lines += [""] + [f"- {line}" for line in legend]
   return "\n".join(lines) + "\n"
 
 

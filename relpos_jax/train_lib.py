@@ -123,10 +123,15 @@ class TrainState:
 
 
 def init_state(model, tx, seed: int, batch: dict[str, np.ndarray]) -> TrainState:
-  """Initial state of the replica with `seed`."""
-  params = model.init(jax.random.PRNGKey(seed), jnp.asarray(batch["inputs"][:1]),
-                      jnp.asarray(batch["targets"][:1]))["params"]
-  return TrainState(step=jnp.array(0, jnp.int32), params=params, opt_state=tx.init(params))
+  """Initial state of the replica with `seed` (one compiled program, not op by op)."""
+
+  @jax.jit
+  def init(rng, inputs_1xS, targets_1xT):
+    params = model.init(rng, inputs_1xS, targets_1xT)["params"]
+    return TrainState(step=jnp.array(0, jnp.int32), params=params, opt_state=tx.init(params))
+
+  return init(jax.random.PRNGKey(seed), jnp.asarray(batch["inputs"][:1]),
+              jnp.asarray(batch["targets"][:1]))
 
 
 def make_train_step(model, tx, schedule, *, label_smoothing: float,
@@ -237,27 +242,27 @@ def checkpoint_manager(workdir: str, keep: int) -> ocp.CheckpointManager:
 def restore_or_keep(manager: ocp.CheckpointManager, state: TrainState) -> TrainState:
   """The latest checkpoint restored into `state`'s structure and shardings, or `state`."""
   step = manager.latest_step()
-  if step is None:
-    return state
-  target = flax.serialization.to_state_dict(state)
+  return state if step is None else _restore(manager, step, state)
+
+
+def _restore(manager: ocp.CheckpointManager, step: int, like: TrainState) -> TrainState:
+  """Checkpoint `step` in the structure (and shardings) of `like` (arrays or abstract)."""
+  target = flax.serialization.to_state_dict(like)
   abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, target)
   restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
-  return flax.serialization.from_state_dict(state, restored)
+  return flax.serialization.from_state_dict(like, restored)
 
 
 def load_params(workdir: str, config: ml_collections.ConfigDict, model, step: int | None = None):
   """The parameters `[N, ...]` (all replicas) of a run's checkpoint (latest by default)."""
   tx, _ = make_optimizer(num_steps=config.num_steps, **config.optimizer)
   dataset = pipeline.make_dataset(seed=config.seed, **config.data)
-  state = _init_replicas(model, tx, [dataset] * config.num_seeds, config)
+  state = jax.eval_shape(lambda: _init_replicas(model, tx, [dataset] * config.num_seeds, config))
   manager = checkpoint_manager(workdir, config.keep_checkpoints)
   step = manager.latest_step() if step is None else step
   if step is None:
     raise FileNotFoundError(f"no checkpoint in {workdir}/checkpoints; train first")
-  target = flax.serialization.to_state_dict(state)
-  abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, target)
-  restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
-  return flax.serialization.from_state_dict(state, restored).params
+  return _restore(manager, step, state).params
 
 
 def _init_replicas(model, tx, datasets, config) -> TrainState:

@@ -1,0 +1,34 @@
+"""Shaw's clipping distance k on the copy task (cf. Shaw et al. 2018, Table 3).
+
+Shaw et al. varied k ∈ {0, 1, 2, 4, 16, 64, 256} on WMT En-De and found BLEU flat
+for k >= 2. Here the question is extrapolation: a model trained on lengths 1-20
+and evaluated to 80. k = 0 leaves one shared row (no relative information); for
+k >= 20 no training distance is clipped, so longer test sequences meet distances
+(and table rows) never trained.
+
+  python -m relpos_jax.sweep --config configs/ablations/shaw_clipping.py \
+      --sweep_dir runs/shaw_clipping
+
+Expected runtime on 2 CPU cores: ~8 min per k (2000 steps × 3 replicas, plus
+eval), ~1 h for the 7 values. Arguments: those of configs/default.py (`smoke`,
+`num_seeds`, `steps`, `task`, ...).
+"""
+
+import os
+
+import ml_collections
+
+from relpos_jax import sweep
+
+_DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "..", "default.py"))
+CLIPPING = (0, 1, 2, 4, 16, 64, 256)
+
+
+def get_config(arg=None) -> ml_collections.ConfigDict:
+  """configs/default.py with the Shaw scheme and 3 seeds (the user's `arg` wins)."""
+  return _DEFAULT.get_config(f"scheme=shaw,num_seeds=3,{arg or ''}")
+
+
+def get_sweep() -> list[dict]:
+  """One run per clipping distance k."""
+  return [{"model.position.max_relative_position": k} for k in CLIPPING]

@@ -1,0 +1,32 @@
+"""Shaw's two terms on and off: relative keys (a^K, the logit term) and values (a^V).
+
+Shaw et al. 2018 (Table 4) found the key term alone matches both on translation;
+here, extrapolation on the copy task (train lengths 1-20, eval to 80). With both
+off the attention has no position information at all (NoPE inside attention).
+
+  python -m relpos_jax.sweep --config configs/ablations/shaw_terms.py \
+      --sweep_dir runs/shaw_terms
+
+Expected runtime on 2 CPU cores: ~8 min per run (2000 steps × 3 replicas, plus
+eval), ~30 min for the 4 runs. Arguments: those of configs/default.py.
+"""
+
+import itertools
+import os
+
+import ml_collections
+
+from relpos_jax import sweep
+
+_DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "..", "default.py"))
+
+
+def get_config(arg=None) -> ml_collections.ConfigDict:
+  """configs/default.py with the Shaw scheme and 3 seeds (the user's `arg` wins)."""
+  return _DEFAULT.get_config(f"scheme=shaw,num_seeds=3,{arg or ''}")
+
+
+def get_sweep() -> list[dict]:
+  """The 2 × 2 grid of use_keys × use_values."""
+  return [{"model.position.use_keys": keys, "model.position.use_values": values}
+          for keys, values in itertools.product((True, False), repeat=2)]

@@ -1,0 +1,38 @@
+"""T5's bucketing: num_buckets × max_distance on the copy task.
+
+Train lengths 1-20, eval to 80. max_distance 16 puts every training distance
+beyond 16 into one shared bucket; 32 and 128 give long distances their own
+(log-spaced) buckets, which training up to 20 never fills.
+
+The grid is {8, 16, 32, 64} × {16, 32, 128}, keeping only the pairs T5's formula
+accepts: the causal decoder's exact range is num_buckets / 2, and max_distance
+must exceed it. That drops (32, 16), (64, 16) and (64, 32): 9 runs.
+
+  python -m relpos_jax.sweep --config configs/ablations/t5_buckets.py \
+      --sweep_dir runs/t5_buckets
+
+Expected runtime on 2 CPU cores: ~8 min per run (2000 steps × 3 replicas, plus
+eval), ~1 h 15 min for the 9 runs. Arguments: those of configs/default.py.
+"""
+
+import itertools
+import os
+
+import ml_collections
+
+from relpos_jax import sweep
+
+_DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "..", "default.py"))
+NUM_BUCKETS = (8, 16, 32, 64)
+MAX_DISTANCE = (16, 32, 128)
+
+
+def get_config(arg=None) -> ml_collections.ConfigDict:
+  """configs/default.py with the T5 scheme and 3 seeds (the user's `arg` wins)."""
+  return _DEFAULT.get_config(f"scheme=t5,num_seeds=3,{arg or ''}")
+
+
+def get_sweep() -> list[dict]:
+  """The valid (num_buckets, max_distance) pairs (max_distance > num_buckets / 2)."""
+  return [{"model.position.num_buckets": n, "model.position.max_distance": d}
+          for n, d in itertools.product(NUM_BUCKETS, MAX_DISTANCE) if d > n // 2]

@@ -1,0 +1,372 @@
+"""Sweeps: a config file's `get_sweep()` expanded into runs, trained, then evaluated.
+
+An ablation config file defines `get_config(arg=None)` (the base config) and
+`get_sweep()`, a list of override dicts with dotted keys:
+
+    [{"model.position": positions.default_config("shaw")},   # a whole sub-config
+     {"model.position.max_relative_position": 4}]            # one key
+
+A dict value replaces the whole sub-config (a scheme switch must: each scheme
+has its own keys); any other value sets one existing key (type-checked by
+ml_collections). Each run trains into `<sweep_dir>/<run name>`; the run name is
+made from its overrides (`shaw`, `max_relative_position=4`, `t5+randomized`).
+Seeds are not separate runs: set `num_seeds` (replicas trained together in one
+vmapped program), and the tables report mean ± std over them.
+
+One command per table:
+
+  python -m relpos_jax.sweep --config configs/ablations/schemes.py --sweep_dir runs/schemes
+
+trains every run (finished runs are skipped, interrupted ones resume), then
+evaluates them all and writes `<sweep_dir>/eval/`: records.jsonl, exact_match.md,
+errors.md, results.csv and accuracy_vs_length.png (`python eval.py --sweep_dir
+runs/schemes` redoes only that part). `--runs a,b` restricts the sweep to some
+runs; `--config.num_steps=500` (any key) overrides the base config.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import re
+import time
+import types
+from typing import Any, Mapping, Sequence
+
+from absl import app
+from absl import flags
+from absl import logging
+import ml_collections
+from ml_collections import config_flags
+
+from relpos_jax import evaluate
+from relpos_jax import log_setup
+from relpos_jax import tables
+from relpos_jax import train_lib
+
+Override = Mapping[str, Any]
+_MAPPINGS = (Mapping, ml_collections.ConfigDict)  # a ConfigDict is not a `Mapping`
+SWEEP_FILE = "sweep.json"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+\-]")
+
+
+# ---------------------------------------------------------------- config files
+
+def split_config_spec(spec: str) -> tuple[str, str | None]:
+  """`"configs/x.py:arg"` -> `("configs/x.py", "arg")`; no `:arg` gives None."""
+  path, sep, arg = spec.rpartition(":")
+  if sep and path.endswith(".py"):
+    return path, arg
+  return spec, None
+
+
+def load_module(path: str) -> types.ModuleType:
+  """Executes a config file and returns it as a module (not added to `sys.modules`).
+
+  Config files load their base config this way (`configs/default.py` is not a
+  package module), e.g. `sweep.load_module(os.path.join(os.path.dirname(__file__),
+  "..", "default.py"))`.
+
+  Args:
+    path: a .py file.
+
+  Returns:
+    The executed module.
+  """
+  path = os.path.abspath(path)
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"config file {path} not found")
+  name = "relpos_config_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def load_sweep(spec: str | types.ModuleType,
+               arg: str | None = None) -> tuple[ml_collections.ConfigDict, list[dict]]:
+  """The base config and the override list of a sweep config file.
+
+  Args:
+    spec: `"path.py"` or `"path.py:arg"`, or the loaded module.
+    arg: the `get_config` argument when `spec` is a module (or has no `:arg`).
+
+  Returns:
+    `(get_config(arg), get_sweep())`.
+
+  Raises:
+    ValueError: the file defines no `get_sweep`.
+  """
+  module = spec
+  if isinstance(spec, str):
+    path, spec_arg = split_config_spec(spec)
+    module, arg = load_module(path), spec_arg if spec_arg is not None else arg
+  if not hasattr(module, "get_sweep"):
+    raise ValueError(f"{getattr(module, '__file__', module)} defines no get_sweep(); a sweep "
+                     "config needs one (see configs/ablations/).")
+  return module.get_config(arg), [dict(o) for o in module.get_sweep()]
+
+
+# ------------------------------------------------------------------ expansion
+
+def apply_overrides(config: ml_collections.ConfigDict,
+                    overrides: Override) -> ml_collections.ConfigDict:
+  """A copy of `config` with dotted-key overrides applied.
+
+  Args:
+    config: the base config (not modified).
+    overrides: `{"a.b.c": value}`; a mapping value replaces the sub-config at
+      that key whole, any other value sets an existing key.
+
+  Returns:
+    The new config.
+
+  Raises:
+    ValueError: a key the config does not have.
+    TypeError: a value of the wrong type for its key.
+  """
+  config = copy.deepcopy(config)
+  config.unlock()
+  for key, value in overrides.items():
+    *parents, leaf = key.split(".")
+    node = config
+    for i, part in enumerate(parents + [leaf]):
+      if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+        raise ValueError(f"sweep override {key!r}: the config has no key "
+                         f"{'.'.join((parents + [leaf])[:i + 1])!r}")
+      if i < len(parents):
+        node = node[part]
+    if isinstance(value, _MAPPINGS):
+      node[leaf] = ml_collections.ConfigDict(_plain(value))
+    else:
+      node[leaf] = copy.deepcopy(value)
+  return config
+
+
+def run_name(overrides: Override, *, long: bool = False) -> str:
+  """A short, path-safe name for a run made from its overrides.
+
+  A scheme config gives its name (`shaw`), a bool its key or `no_<key>`
+  (`randomized.enabled` counts as `randomized`), anything else `key=value`;
+  parts are joined by `+`; no overrides give `base`. `long=True` uses full
+  dotted keys and spells out every key of a sub-config
+  (`shaw-max_relative_position=4-use_keys=True-...`).
+
+  Args:
+    overrides: one entry of `get_sweep()`.
+    long: the unambiguous form (used where short names collide).
+
+  Returns:
+    The name (letters, digits and `._=+-` only).
+  """
+  parts = [_name_part(key, value, long) for key, value in overrides.items()]
+  return _UNSAFE.sub("_", "+".join(parts)) or "base"
+
+
+def _name_part(key: str, value: Any, long: bool) -> str:
+  """One override's part of a run name."""
+  keys = key.split(".")
+  leaf = key if long else (keys[-2] if keys[-1] == "enabled" and len(keys) > 1 else keys[-1])
+  if isinstance(value, _MAPPINGS):
+    items = _plain(value)
+    if "name" in items and not long:
+      return str(items["name"])
+    inner = [f"{k}={_value_text(v)}" for k, v in sorted(items.items()) if k != "name"]
+    return "-".join([str(items.get("name", leaf))] + inner)
+  if isinstance(value, bool):
+    return leaf if value else f"no_{leaf}"
+  return f"{leaf}={_value_text(value)}"
+
+
+def _plain(value: Mapping[str, Any] | ml_collections.ConfigDict) -> dict[str, Any]:
+  """A deep, plain-dict copy of a mapping or ConfigDict."""
+  if isinstance(value, ml_collections.ConfigDict):
+    return value.to_dict()
+  return {k: _plain(v) if isinstance(v, _MAPPINGS) else copy.deepcopy(v)
+          for k, v in value.items()}
+
+
+def _value_text(value: Any) -> str:
+  """A value as it appears in a run name."""
+  if isinstance(value, (list, tuple)):
+    return "-".join(_value_text(v) for v in value)
+  return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def expand(config: ml_collections.ConfigDict,
+           overrides: Sequence[Override]) -> list[tuple[str, ml_collections.ConfigDict]]:
+  """Every run of a sweep: its name and its config.
+
+  Names are unique: where short names collide the long form is used, then
+  `_<index>` if still needed.
+
+  Args:
+    config: the base config.
+    overrides: `get_sweep()`'s list.
+
+  Returns:
+    `[(run name, config)]` in sweep order.
+  """
+  names = [run_name(o) for o in overrides]
+  names = [run_name(o, long=True) if names.count(n) > 1 else n for n, o in zip(names, overrides)]
+  names = [f"{n}_{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+  seed_only = [n for n, o in zip(names, overrides) if set(o) == {"seed"}]
+  if len(seed_only) > 1:
+    logging.warning("runs %s differ only in seed: set num_seeds instead (replicas train "
+                    "together and the tables report mean ± std over them)", seed_only)
+  return [(name, apply_overrides(config, o)) for name, o in zip(names, overrides)]
+
+
+def select(runs: Sequence[tuple[str, Any]], names: Sequence[str] | None) -> list[tuple[str, Any]]:
+  """The runs named in `names` (all when None), in sweep order.
+
+  Raises:
+    ValueError: a name that is not a run of the sweep (lists the valid ones).
+  """
+  if not names:
+    return list(runs)
+  valid = [n for n, _ in runs]
+  unknown = [n for n in names if n not in valid]
+  if unknown:
+    raise ValueError(f"no run(s) {unknown} in this sweep; its runs are: {', '.join(valid)}")
+  return [r for r in runs if r[0] in names]
+
+
+# ------------------------------------------------------------- the sweep dir
+
+def run_dirs(sweep_dir: str) -> list[str]:
+  """The run workdirs of a sweep directory: every subfolder holding config.json.
+
+  Ordered as the sweep lists them (`sweep.json`), then any others by name.
+
+  Args:
+    sweep_dir: the sweep directory.
+
+  Returns:
+    Workdir paths.
+  """
+  if not os.path.isdir(sweep_dir):
+    raise FileNotFoundError(f"sweep directory {sweep_dir} does not exist")
+  found = sorted(d for d in os.listdir(sweep_dir)
+                 if os.path.isfile(os.path.join(sweep_dir, d, "config.json")))
+  order = []
+  sweep_file = os.path.join(sweep_dir, SWEEP_FILE)
+  if os.path.exists(sweep_file):
+    with open(sweep_file) as f:
+      order = [r["name"] for r in json.load(f)["runs"]]
+  ordered = [n for n in order if n in found] + [n for n in found if n not in order]
+  return [os.path.join(sweep_dir, n) for n in ordered]
+
+
+def _write_sweep_file(sweep_dir: str, source: str, names: Sequence[str],
+                      overrides: Sequence[Override]) -> None:
+  """Records the sweep's source and every run's overrides in `sweep_dir/sweep.json`."""
+  os.makedirs(sweep_dir, exist_ok=True)
+  runs = [{"name": n, "overrides": {k: _plain(v) if isinstance(v, _MAPPINGS) else v
+                                     for k, v in o.items()}}
+          for n, o in zip(names, overrides)]
+  with open(os.path.join(sweep_dir, SWEEP_FILE), "w") as f:
+    json.dump({"config": source, "runs": runs}, f, indent=1)
+
+
+def _trained_step(workdir: str, config: ml_collections.ConfigDict) -> int:
+  """The step a workdir has reached (0 if new); ValueError if it holds another run."""
+  if not evaluate.has_checkpoint(workdir):
+    return 0
+  saved = evaluate.load_config(workdir).to_dict()
+  new = json.loads(config.to_json())
+  changed = [k for k in train_lib.RUN_IDENTITY_KEYS if saved.get(k) != new.get(k)]
+  if changed:
+    raise ValueError(f"{workdir} holds a run with a different config in {changed}: the sweep "
+                     "changed since it was trained. Delete that workdir or use a new --sweep_dir.")
+  return evaluate.checkpoint_steps(workdir)[-1]
+
+
+# ------------------------------------------------------------------- running
+
+def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
+              base_config: ml_collections.ConfigDict | None = None, arg: str | None = None,
+              only: Sequence[str] | None = None, run_eval: bool = True,
+              lengths: Sequence[int] | None = None, batch_size: int | None = None,
+              out_dir: str | None = None) -> list[dict]:
+  """Trains every run of a sweep into `sweep_dir/<run>`, then evaluates them.
+
+  Finished runs (a checkpoint at `num_steps`) are skipped; interrupted ones
+  resume from their last checkpoint.
+
+  Args:
+    config: the sweep config file (`"path.py[:arg]"`) or its module.
+    sweep_dir: the sweep directory.
+    base_config: the base config to use instead of `get_config(arg)` (e.g. with
+      command-line overrides applied).
+    arg: `get_config`'s argument when `config` has no `:arg`.
+    only: run names to restrict the sweep to.
+    run_eval: evaluate the runs and write the report afterwards.
+    lengths: eval lengths (default: each run's config).
+    batch_size: eval decoding batch size (default: each run's).
+    out_dir: the report folder (default `sweep_dir/eval`).
+
+  Returns:
+    The eval records (empty when `run_eval` is False).
+  """
+  base, overrides = load_sweep(config, arg)
+  base = base_config if base_config is not None else base
+  all_runs = expand(base, overrides)
+  runs = select(all_runs, only)
+  source = config if isinstance(config, str) else getattr(config, "__file__", str(config))
+  _write_sweep_file(sweep_dir, source, [n for n, _ in all_runs], overrides)
+  workdirs = []
+  for i, (name, run_config) in enumerate(runs):
+    workdir = os.path.join(sweep_dir, name)
+    workdirs.append(workdir)
+    step = _trained_step(workdir, run_config)
+    if step >= run_config.num_steps:
+      logging.info("run %d/%d %s: finished (step %d), skipping", i + 1, len(runs), name, step)
+      continue
+    logging.info("run %d/%d %s: training%s", i + 1, len(runs), name,
+                 f" (resuming from step {step})" if step else "")
+    start = time.perf_counter()
+    train_lib.train_and_evaluate(run_config, workdir)
+    logging.info("run %d/%d %s: trained in %.0fs", i + 1, len(runs), name,
+                 time.perf_counter() - start)
+  if not run_eval:
+    return []
+  return evaluate.evaluate_runs(workdirs, out_dir or os.path.join(sweep_dir, "eval"),
+                                lengths=lengths, batch_size=batch_size,
+                                names=[os.path.basename(w) for w in workdirs])
+
+
+def main(argv: Sequence[str]) -> None:
+  """`python -m relpos_jax.sweep --config <file>[:arg] --sweep_dir <dir>`."""
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  log_setup.setup()
+  config_flag = flags.FLAGS["config"]
+  records = run_sweep(config_flag.config_filename, flags.FLAGS.sweep_dir,
+                      base_config=config_flag.value, only=flags.FLAGS.runs,
+                      run_eval=flags.FLAGS.eval,
+                      lengths=[int(n) for n in flags.FLAGS.lengths or []] or None,
+                      batch_size=flags.FLAGS.batch_size, out_dir=flags.FLAGS.out)
+  if records:
+    print(tables.exact_match_table(records))
+    print(tables.error_table(records))
+
+
+def _define_flags() -> None:
+  """The flags of `main`; only a run as a program defines them (importers get none)."""
+  config_flags.DEFINE_config_file("config", None, "Sweep config file (with get_sweep()), "
+                                  "optionally `:arg`.", lock_config=False)
+  flags.DEFINE_string("sweep_dir", None, "Where the runs go, one subfolder each.")
+  flags.DEFINE_list("runs", None, "Only these runs of the sweep (default: all).")
+  flags.DEFINE_bool("eval", True, "Evaluate the runs and write the tables afterwards.")
+  flags.DEFINE_list("lengths", None, "Eval lengths (default: each run's config).")
+  flags.DEFINE_integer("batch_size", None, "Eval decoding batch size (default: config's).")
+  flags.DEFINE_string("out", None, "Report folder (default: <sweep_dir>/eval).")
+  flags.mark_flags_as_required(["config", "sweep_dir"])
+
+
+if __name__ == "__main__":
+  _define_flags()
+  app.run(main)

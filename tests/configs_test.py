@@ -1,0 +1,97 @@
+"""Every config file loads, and every ablation's sweep builds models that can run."""
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import pytest
+
+from relpos_jax import model as model_lib
+from relpos_jax import positions
+from relpos_jax import sweep
+from relpos_jax import train_lib
+from relpos_jax.data import pipeline
+
+CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "configs"
+FILES = sorted(CONFIGS.rglob("*.py"))
+ABLATIONS = sorted((CONFIGS / "ablations").glob("*.py"))
+IDS = lambda paths: [str(p.relative_to(CONFIGS)) for p in paths]
+
+
+def _check_runs(config):
+  """Builds the model and data and runs the trainer's checks; traces the model's init."""
+  dataset = pipeline.make_dataset(seed=config.seed, **config.data)
+  model = model_lib.EncoderDecoder(vocab_size=dataset.vocab.size, **config.model)
+  train_lib.check_config(config, model, dataset)
+  for causal in (False, True):
+    positions.make_scheme(config.model.position, num_heads=config.model.num_heads,
+                          head_dim=config.model.head_dim, d_model=config.model.d_model,
+                          causal=causal, parent=None)
+  tokens = jnp.ones((1, 8), jnp.int32)
+  jax.eval_shape(model.init, jax.random.PRNGKey(0), tokens, tokens)  # every scheme's setup runs
+
+
+def test_every_config_is_found():
+  assert {p.name for p in ABLATIONS} >= {"schemes.py", "shaw_clipping.py", "shaw_terms.py",
+                                         "t5_buckets.py", "randomized.py"}
+  assert CONFIGS / "scan_length.py" in FILES and CONFIGS / "default.py" in FILES
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS(FILES))
+def test_config_loads_and_builds(path):
+  module = sweep.load_module(str(path))
+  assert "python " in module.__doc__, "the launch command belongs in the docstring"
+  for arg in (None, "smoke"):
+    config = module.get_config(arg)
+    assert isinstance(config, ml_collections.ConfigDict)
+    _check_runs(config)
+  smoke, full = module.get_config("smoke"), module.get_config()
+  assert smoke.num_steps < full.num_steps and smoke.model.d_model <= full.model.d_model
+
+
+@pytest.mark.parametrize("path", ABLATIONS, ids=IDS(ABLATIONS))
+def test_ablation_sweep_builds(path):
+  module = sweep.load_module(str(path))
+  assert f"python -m relpos_jax.sweep --config configs/ablations/{path.name}" in module.__doc__
+  overrides = module.get_sweep()
+  runs = sweep.expand(module.get_config("smoke"), overrides)
+  assert len({n for n, _ in runs}) == len(runs) > 1
+  for (name, config), override in zip(runs, overrides):
+    for key, value in override.items():
+      got = config
+      for part in key.split("."):
+        got = got[part]
+      assert (got.to_dict() if isinstance(got, ml_collections.ConfigDict) else got) == (
+          value.to_dict() if isinstance(value, ml_collections.ConfigDict) else value), name
+    _check_runs(config)
+
+
+def test_schemes_sweep_covers_the_registry():
+  module = sweep.load_module(str(CONFIGS / "ablations/schemes.py"))
+  names = [o["model.position"].name for o in module.get_sweep()]
+  assert names == list(positions.SCHEMES)
+  assert module.get_config().num_seeds == 3
+
+
+def test_randomized_sweep_has_both_arms_per_scheme():
+  module = sweep.load_module(str(CONFIGS / "ablations/randomized.py"))
+  runs = dict(sweep.expand(module.get_config(), module.get_sweep()))
+  for scheme in positions.SCHEMES:
+    assert not runs[scheme].randomized.enabled and runs[f"{scheme}+randomized"].randomized.enabled
+  learned = runs["learned+randomized"]
+  assert learned.model.position.max_len >= learned.randomized.max_random_position
+
+
+def test_shaw_clipping_and_t5_grids():
+  clipping = sweep.load_module(str(CONFIGS / "ablations/shaw_clipping.py")).get_sweep()
+  assert [o["model.position.max_relative_position"] for o in clipping] == [0, 1, 2, 4, 16, 64, 256]
+  grid = sweep.load_module(str(CONFIGS / "ablations/t5_buckets.py")).get_sweep()
+  pairs = {(o["model.position.num_buckets"], o["model.position.max_distance"]) for o in grid}
+  assert (8, 16) in pairs and (64, 128) in pairs and (64, 16) not in pairs
+  assert all(d > n // 2 for n, d in pairs)
+
+
+def test_scan_length_config():
+  config = sweep.load_module(str(CONFIGS / "scan_length.py")).get_config()
+  assert config.data.task == "scan" and config.data.scan_split == "length"
