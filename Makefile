@@ -15,7 +15,9 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-# pytest exits 5 when a selection holds no test: that is not a failure.
+# Tests run on every core (pytest-xdist); pytest exits 5 when a selection holds no
+# test: that is not a failure.
+PYTEST_ARGS ?= -n auto
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests selected"; exit 0; fi; exit $$rc
 
@@ -25,6 +27,11 @@ demo: $(STAMP)
 	$(PY) -m relpos_jax.positions
 	$(PY) train.py --config configs/default.py --workdir runs/demo
 	$(PY) eval.py --workdirs runs/demo
+
+# Speed and memory of every positional scheme -> benchmarks/RESULTS.md (~15 min on 2 cores);
+# pass flags with BENCH_ARGS, e.g. make bench BENCH_ARGS="--schemes=none,t5 --lengths=64".
+bench: $(STAMP)
+	$(PY) -m benchmarks.schemes $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) runs

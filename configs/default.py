@@ -48,7 +48,7 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
   config.randomized.enabled = args["randomized"]
 
   config.optimizer = train_lib.optimizer_config()
-  config.optimizer.update(learning_rate=3e-3, warmup_steps=200)
+  config.optimizer.update(learning_rate=1e-2, warmup_steps=200)
   config.label_smoothing = 0.0
   config.num_steps = args["steps"] or 2500
   config.batch_size = 64
