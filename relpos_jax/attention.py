@@ -10,8 +10,14 @@ Positions are explicit int arrays. With `decode=True` the module keeps a cache
 (`cache` collection: keys, values, their positions and the next slot index) as in
 the Flax examples: the first call (inside `init`) sizes it from a full-length
 input, every later call appends one step and attends to the filled slots.
-Cross-attention passes `scheme=None` and precomputed keys/values (`project_kv`),
+Cross-attention passes `scheme=None` and precomputed keys/values (`cacheable_kv`),
 so the encoder's keys and values are computed once per decoded sequence.
+
+Layout. The two attention matmuls are batched over (batch, head), which XLA wants
+as leading dims; keys and values are therefore consumed head-major, `[B, H, K, Kd]`.
+The decode cache and the precomputed cross-attention keys/values are stored that
+way, so a decoding step reads them in place instead of transposing the whole
+cache (and the encoder's keys/values) at every generated token.
 """
 
 from __future__ import annotations
@@ -43,10 +49,29 @@ def dot_product_attention(q_BxQxHxK: Array, k_BxKxHxK: Array, v_BxKxHxK: Array,
   Returns:
     `[B, Q, H, K]` attention output before the output projection.
   """
+  return _attend(q_BxQxHxK, heads_first(k_BxKxHxK), heads_first(v_BxKxHxK), qpos_BxQ,
+                 kpos_BxK, mask_BxQxK, scheme, dropout)
+
+
+def heads_first(x_BxLxHxK: Array) -> Array:
+  """`[B, L, H, K] -> [B, H, L, K]` (and back): the layout the attention matmuls read in place."""
+  return jnp.swapaxes(x_BxLxHxK, 1, 2)
+
+
+def _attend(q_BxQxHxK, k_BxHxKxK, v_BxHxKxK, qpos_BxQ, kpos_BxK, mask_BxQxK, scheme,
+            dropout):
+  """`dot_product_attention` with head-major keys and values `[B, H, K, Kd]`.
+
+  Both matmuls run head-major (batch dims leading), so XLA needs no transposes
+  beyond the query's and the output's; with one query (a decoding step) those are free.
+  """
   scale = q_BxQxHxK.shape[-1] ** -0.5
-  logits_BxHxQxK = jnp.einsum("bqhk,bshk->bhqs", q_BxQxHxK, k_BxKxHxK) * scale
+  logits_BxHxQxK = jnp.einsum("bhqk,bhsk->bhqs", heads_first(q_BxQxHxK), k_BxHxKxK) * scale
   if scheme is not None and scheme.implements("logit_bias"):
-    bias_BxHxQxK = scheme.logit_bias(q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK)
+    # Schemes see keys in the documented [B, K, H, Kd] layout; those that ignore them
+    # (all but Transformer-XL) leave the transpose to dead-code elimination.
+    bias_BxHxQxK = scheme.logit_bias(q_BxQxHxK, jnp.swapaxes(k_BxHxKxK, 1, 2), qpos_BxQ,
+                                     kpos_BxK)
     if bias_BxHxQxK is not None:
       logits_BxHxQxK = logits_BxHxQxK + bias_BxHxQxK
   if mask_BxQxK is not None:
@@ -54,7 +79,7 @@ def dot_product_attention(q_BxQxHxK: Array, k_BxKxHxK: Array, v_BxKxHxK: Array,
   w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK.astype(jnp.float32), axis=-1).astype(q_BxQxHxK.dtype)
   if dropout is not None:
     w_BxHxQxK = dropout(w_BxHxQxK)
-  out_BxQxHxK = jnp.einsum("bhqs,bshk->bqhk", w_BxHxQxK, v_BxKxHxK)
+  out_BxQxHxK = heads_first(jnp.einsum("bhqs,bhsk->bhqk", w_BxHxQxK, v_BxHxKxK))
   if scheme is not None and scheme.implements("value_term"):
     extra_BxQxHxK = scheme.value_term(w_BxHxQxK, qpos_BxQ, kpos_BxK)
     if extra_BxQxHxK is not None:
@@ -93,6 +118,11 @@ class Attention(nn.Module):
     """Keys and values `[B, K, H, Kd]` of `x` (unrotated): cross-attention's cacheable part."""
     return self.key(x_BxKxD), self.value(x_BxKxD)
 
+  def cacheable_kv(self, x_BxKxD: Array) -> tuple[Array, Array]:
+    """`project_kv` head-major, `[B, H, K, Kd]`: what `__call__(kv=...)` takes."""
+    k_BxKxHxK, v_BxKxHxK = self.project_kv(x_BxKxD)
+    return heads_first(k_BxKxHxK), heads_first(v_BxKxHxK)
+
   def _rotate(self, x_BxLxHxK: Array, pos_BxL: Array) -> Array:
     """Applies the scheme's rotation when it has one."""
     if self.scheme is not None and self.scheme.implements("rotate"):
@@ -108,7 +138,8 @@ class Attention(nn.Module):
     Args:
       x_BxQxD: query inputs.
       qpos_BxQ: query positions.
-      kv: precomputed `(k, v)` from `project_kv` (cross-attention).
+      kv: precomputed head-major `(k, v)`, `[B, H, K, Kd]`, from `cacheable_kv`
+        (cross-attention).
       x_kv_BxKxD: key/value inputs (default: `x`).
       kpos_BxK: key positions (default: `qpos`).
       mask_BxQxK: True where attention is allowed. Ignored for cached decoding steps,
@@ -121,46 +152,54 @@ class Attention(nn.Module):
     """
     q_BxQxHxK = self._rotate(self.query(x_BxQxD), qpos_BxQ)
     if kv is not None:
-      k_BxKxHxK, v_BxKxHxK = kv
+      k_BxHxKxK, v_BxHxKxK = kv
     else:
       x_kv_BxKxD = x_BxQxD if x_kv_BxKxD is None else x_kv_BxKxD
       kpos_BxK = qpos_BxQ if kpos_BxK is None else kpos_BxK
       k_BxKxHxK, v_BxKxHxK = self.project_kv(x_kv_BxKxD)
       k_BxKxHxK = self._rotate(k_BxKxHxK, kpos_BxK)
-    if decode:
-      k_BxKxHxK, v_BxKxHxK, kpos_BxK, mask_BxQxK = self.cache(
-          k_BxKxHxK, v_BxKxHxK, kpos_BxK, mask_BxQxK)
+      if decode:
+        k_BxHxKxK, v_BxHxKxK, kpos_BxK, mask_BxQxK = self.cache(
+            k_BxKxHxK, v_BxKxHxK, kpos_BxK, mask_BxQxK)
+      else:
+        k_BxHxKxK, v_BxHxKxK = heads_first(k_BxKxHxK), heads_first(v_BxKxHxK)
     dropout = None if deterministic or self.dropout_rate == 0.0 else (
         lambda w: self.dropout(w, deterministic=False))
-    out_BxQxHxK = dot_product_attention(q_BxQxHxK, k_BxKxHxK, v_BxKxHxK, qpos_BxQ, kpos_BxK,
-                                        mask_BxQxK, self.scheme, dropout)
+    out_BxQxHxK = _attend(q_BxQxHxK, k_BxHxKxK, v_BxHxKxK, qpos_BxQ, kpos_BxK, mask_BxQxK,
+                          self.scheme, dropout)
     return self.out(out_BxQxHxK)
 
 
 class KVCache(nn.Module):
-  """The decode cache: keys, values, their positions and the next slot (`cache` collection)."""
+  """The decode cache: keys, values, their positions and the next slot (`cache` collection).
+
+  Keys and values are stored head-major, `[B, H, M, Kd]` (M slots), the layout the
+  attention matmuls read in place; a step writes its `[B, H, 1, Kd]` column.
+  """
 
   @nn.compact
   def __call__(self, k_Bx1xHxK, v_Bx1xHxK, kpos_Bx1, mask):
-    """Writes one step; returns every slot, their positions and the filled-slot mask.
+    """Writes one step; returns every slot (head-major), their positions and the filled-slot mask.
 
     On the sizing call (inside `init`, the cache does not exist yet) it creates
-    the cache with the full-length shapes of its inputs and returns them unchanged.
+    the cache with the full-length shapes of its inputs and returns them unchanged
+    (keys and values head-major).
     """
     initialized = self.has_variable("cache", "cached_key")
-    cached_k = self.variable("cache", "cached_key", jnp.zeros, k_Bx1xHxK.shape, k_Bx1xHxK.dtype)
-    cached_v = self.variable("cache", "cached_value", jnp.zeros, v_Bx1xHxK.shape,
-                             v_Bx1xHxK.dtype)
+    k_BxHx1xK, v_BxHx1xK = heads_first(k_Bx1xHxK), heads_first(v_Bx1xHxK)
+    cached_k = self.variable("cache", "cached_key", jnp.zeros, k_BxHx1xK.shape, k_BxHx1xK.dtype)
+    cached_v = self.variable("cache", "cached_value", jnp.zeros, v_BxHx1xK.shape,
+                             v_BxHx1xK.dtype)
     cached_pos = self.variable("cache", "cached_pos", jnp.zeros, kpos_Bx1.shape, jnp.int32)
     index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
     if not initialized:
-      return k_Bx1xHxK, v_Bx1xHxK, kpos_Bx1, mask
+      return k_BxHx1xK, v_BxHx1xK, kpos_Bx1, mask
     B, M = cached_pos.value.shape
     if k_Bx1xHxK.shape[1] != 1:
       raise ValueError(f"cached decoding takes one step at a time; got {k_Bx1xHxK.shape[1]}")
     i = index.value
-    cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k_Bx1xHxK, (0, i, 0, 0))
-    cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v_Bx1xHxK, (0, i, 0, 0))
+    cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k_BxHx1xK, (0, 0, i, 0))
+    cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v_BxHx1xK, (0, 0, i, 0))
     cached_pos.value = jax.lax.dynamic_update_slice(
         cached_pos.value, kpos_Bx1.astype(jnp.int32), (0, i))
     index.value = i + 1

@@ -28,7 +28,6 @@ from typing import Any, Iterable, Sequence
 
 from absl import logging
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -102,7 +101,7 @@ def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
   weights: list[np.ndarray] = []
   for batch in dataset.eval_batches(length, batch_size):
     max_len = batch["targets"].shape[1]
-    tokens, lengths = decode.greedy_decode(model, params, jnp.asarray(batch["inputs"]),
+    tokens, lengths = decode.greedy_decode(model, params, batch["inputs"],
                                            max_len=max_len)
     for key, value in score_batch(np.asarray(tokens), np.asarray(lengths),
                                   batch["targets"]).items():

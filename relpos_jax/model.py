@@ -138,8 +138,8 @@ class Stack(nn.Module):
     self._make_scheme(parent=None).check_positions(max_position)
 
   def cross_kv(self, enc_BxSxD: Array) -> list[tuple[Array, Array]]:
-    """Each layer's cross-attention keys and values of the encoder output."""
-    return [layer.cross_attention.project_kv(enc_BxSxD) for layer in self.layers]
+    """Each layer's cross-attention keys and values of the encoder output (head-major)."""
+    return [layer.cross_attention.cacheable_kv(enc_BxSxD) for layer in self.layers]
 
   def __call__(self, x_BxLxD, pos_BxL, mask_BxLxL, cross_kv=None, cross_mask_BxLxS=None,
                decode=False, deterministic=True):
@@ -220,7 +220,11 @@ class EncoderDecoder(nn.Module):
                         deterministic=deterministic)
 
   def cross_kv(self, enc_BxSxD: Array) -> list[tuple[Array, Array]]:
-    """Per decoder layer, the encoder keys/values: computed once per decoded batch."""
+    """Per decoder layer, the encoder keys/values: computed once per decoded batch.
+
+    Head-major `[B, H, S, Kd]` pairs (`Attention.cacheable_kv`): the layout the
+    attention matmuls read in place, so a decoding loop never transposes them.
+    """
     return self.decoder.cross_kv(enc_BxSxD)
 
   def decode(self, decoder_input_BxT: Array, decoder_pos_BxT: Array | None, inputs_BxS: Array,

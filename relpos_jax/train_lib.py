@@ -317,7 +317,7 @@ def evaluate_replica(model, params, dataset, config) -> dict[str, float]:
 def _decode_batch(model, params, batch):
   """Greedy decoding of a batch up to its padded target length."""
   from relpos_jax import decode  # local: decode imports model, not the reverse
-  tokens, lengths = decode.greedy_decode(model, params, jnp.asarray(batch["inputs"]),
+  tokens, lengths = decode.greedy_decode(model, params, batch["inputs"],
                                          max_len=batch["targets"].shape[1])
   return np.asarray(tokens), np.asarray(lengths)
 

@@ -12,9 +12,15 @@ enter attention as
     z_i  = sum_j w_ij (v_j + a^V_rel(i,j))
 
 The naive form gathers an `L x L x K` tensor of table rows. This module computes
-the same numbers in O(L·k) extra memory: `q · (a^K)ᵀ` once (`B x H x Q x (2k+1)`)
+the same numbers in O(L·k) extra memory: `q · (a^K)ᵀ` once (`B x Q x (2k+1) x H`)
 and a gather of those logits by relative index; for values, a scatter-add of the
 weights into `2k+1` buckets and one matmul with `a^V`.
+
+Both index by (batch, query, bucket) rows that hold every head's value (heads
+last), so one gathered or scattered element is a contiguous H-vector and the
+index is a single flat row number: on CPU this is several times faster than
+gathering scalars with one index array per dimension, in both directions (the
+gradient of the gather is the scatter-add and vice versa).
 """
 
 from __future__ import annotations
@@ -47,22 +53,31 @@ def relative_index(qpos: Array, kpos: Array, max_relative_position: int) -> Arra
   return jnp.clip(rel_BxQxK, -k, k) + k
 
 
+def _row_index(idx_BxQxK: Array, num_buckets: int) -> Array:
+  """Flat row numbers `(b·Q + q)·R + idx[b, q, j]` into a `[B·Q·R, ...]` table."""
+  B, Q, _ = idx_BxQxK.shape
+  rows_BxQx1 = jnp.arange(B * Q, dtype=jnp.int32).reshape(B, Q, 1) * num_buckets
+  return rows_BxQx1 + idx_BxQxK.astype(jnp.int32)
+
+
 def key_logits(q_BxQxHxK: Array, table_RxK: Array, idx_BxQxK: Array) -> Array:
   """`q_i · a^K_rel(i,j) / sqrt(K)` in O(L·R) extra memory.
 
   Args:
     q_BxQxHxK: queries.
     table_RxK: the key table `a^K`, R = 2k+1 rows.
-    idx_BxQxK: `relative_index(...)`.
+    idx_BxQxK: `relative_index(...)`, values in `[0, R)`.
 
   Returns:
     bias `[B, H, Q, K]`.
   """
   scale = q_BxQxHxK.shape[-1] ** -0.5
-  qa_BxHxQxR = jnp.einsum("bqhk,rk->bhqr", q_BxQxHxK, table_RxK) * scale
-  B, H, Q, _ = qa_BxHxQxR.shape
-  idx_BxHxQxK = jnp.broadcast_to(idx_BxQxK[:, None], (B, H, Q, idx_BxQxK.shape[-1]))
-  return jnp.take_along_axis(qa_BxHxQxR, idx_BxHxQxK, axis=-1)
+  R = table_RxK.shape[0]
+  B, Q, H, _ = q_BxQxHxK.shape
+  qa_BxQxRxH = jnp.einsum("bqhk,rk->bqrh", q_BxQxHxK, table_RxK) * scale
+  rows_BxQxK = _row_index(idx_BxQxK, R)  # every index is in range: idx is clipped to [0, 2k]
+  bias_BxQxKxH = qa_BxQxRxH.reshape(B * Q * R, H).at[rows_BxQxK].get(mode="promise_in_bounds")
+  return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2))
 
 
 def value_output(w_BxHxQxK: Array, table_RxK: Array, idx_BxQxK: Array) -> Array:
@@ -71,19 +86,18 @@ def value_output(w_BxHxQxK: Array, table_RxK: Array, idx_BxQxK: Array) -> Array:
   Args:
     w_BxHxQxK: attention weights.
     table_RxK: the value table `a^V`, R = 2k+1 rows.
-    idx_BxQxK: `relative_index(...)`.
+    idx_BxQxK: `relative_index(...)`, values in `[0, R)`.
 
   Returns:
     `[B, Q, H, K]`.
   """
-  B, H, Q, K = w_BxHxQxK.shape
+  B, H, Q, _ = w_BxHxQxK.shape
   R = table_RxK.shape[0]
-  b = jnp.arange(B)[:, None, None, None]
-  h = jnp.arange(H)[None, :, None, None]
-  q = jnp.arange(Q)[None, None, :, None]
-  wb_BxHxQxR = jnp.zeros((B, H, Q, R), w_BxHxQxK.dtype).at[
-      b, h, q, idx_BxQxK[:, None]].add(w_BxHxQxK)
-  return jnp.einsum("bhqr,rk->bqhk", wb_BxHxQxR, table_RxK.astype(w_BxHxQxK.dtype))
+  w_BxQxKxH = jnp.transpose(w_BxHxQxK, (0, 2, 3, 1))
+  rows_BxQxK = _row_index(idx_BxQxK, R)
+  wb_BxQxRxH = jnp.zeros((B * Q * R, H), w_BxHxQxK.dtype).at[rows_BxQxK].add(
+      w_BxQxKxH, mode="promise_in_bounds").reshape(B, Q, R, H)
+  return jnp.einsum("bqrh,rk->bqhk", wb_BxQxRxH, table_RxK.astype(w_BxHxQxK.dtype))
 
 
 class Shaw(base.PositionScheme):

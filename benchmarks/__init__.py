@@ -1,0 +1,1 @@
+"""Speed and memory benchmarks (`make bench`); see benchmarks/schemes.py."""
