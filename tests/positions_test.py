@@ -9,7 +9,6 @@ import pytest
 
 from relpos_jax import positions
 from relpos_jax.positions import base
-from relpos_jax.positions import learned
 from relpos_jax.positions import shaw
 from relpos_jax.positions import sinusoidal
 from relpos_jax.positions import t5
