@@ -379,9 +379,7 @@ def bench_seeds(clock: Clock, config_arg: str, num_seeds: int, runs: int) -> lis
       model, tx, schedule, label_smoothing=config.label_smoothing,
       randomized=randomized_lib.RandomizedPositions(**config.randomized))
   batch_N = train_lib.stacked_batch(datasets, 0, config.batch_size)
-  sample = datasets[0].train_batch(0, 1)
-  init = jax.jit(jax.vmap(lambda seed: train_lib.init_state(model, tx, seed, sample)))
-  states = init(jnp.asarray(seeds, jnp.int32))  # replica i = init_state(..., seeds[i], ...)
+  states = train_lib.init_replicas(model, tx, seeds)
   rows = []
   for n in sorted({1, num_seeds}):
     state = jax.tree_util.tree_map(lambda x, n=n: x[:n], states)

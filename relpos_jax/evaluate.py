@@ -81,6 +81,13 @@ def score_batch(tokens_BxT: np.ndarray, lengths_B: np.ndarray,
   }
 
 
+def decode_and_score(model, params, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """Greedy-decodes a batch up to its padded target length; `score_batch` of the result."""
+  tokens, lengths = decode.greedy_decode(model, params, batch["inputs"],
+                                         max_len=batch["targets"].shape[1])
+  return score_batch(np.asarray(tokens), np.asarray(lengths), batch["targets"])
+
+
 def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
                     batch_size: int) -> Record:
   """Greedy-decodes the eval set at `length` and aggregates the scores.
@@ -100,11 +107,7 @@ def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
   scores: dict[str, list[np.ndarray]] = {}
   weights: list[np.ndarray] = []
   for batch in dataset.eval_batches(length, batch_size):
-    max_len = batch["targets"].shape[1]
-    tokens, lengths = decode.greedy_decode(model, params, batch["inputs"],
-                                           max_len=max_len)
-    for key, value in score_batch(np.asarray(tokens), np.asarray(lengths),
-                                  batch["targets"]).items():
+    for key, value in decode_and_score(model, params, batch).items():
       scores.setdefault(key, []).append(value)
     weights.append(batch["weights"])
   w = np.concatenate(weights)

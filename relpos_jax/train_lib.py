@@ -122,16 +122,21 @@ class TrainState:
   opt_state: Any
 
 
-def init_state(model, tx, seed: int, batch: dict[str, np.ndarray]) -> TrainState:
-  """Initial state of the replica with `seed` (one compiled program, not op by op)."""
+def init_state(model, tx, seed, batch: dict[str, np.ndarray]) -> TrainState:
+  """Initial state of the replica with `seed` (pure: jit or vmap it)."""
+  params = model.init(jax.random.PRNGKey(seed), jnp.asarray(batch["inputs"][:1]),
+                      jnp.asarray(batch["targets"][:1]))["params"]
+  return TrainState(step=jnp.array(0, jnp.int32), params=params, opt_state=tx.init(params))
 
-  @jax.jit
-  def init(rng, inputs_1xS, targets_1xT):
-    params = model.init(rng, inputs_1xS, targets_1xT)["params"]
-    return TrainState(step=jnp.array(0, jnp.int32), params=params, opt_state=tx.init(params))
 
-  return init(jax.random.PRNGKey(seed), jnp.asarray(batch["inputs"][:1]),
-              jnp.asarray(batch["targets"][:1]))
+def init_replicas(model, tx, seeds) -> TrainState:
+  """Every replica's initial state, stacked on a leading seed axis: one compiled program.
+
+  Parameter shapes do not depend on sequence length, so a 1-token sample suffices.
+  """
+  sample = {"inputs": np.ones((1, 1), np.int32), "targets": np.ones((1, 1), np.int32)}
+  init = jax.jit(jax.vmap(lambda seed: init_state(model, tx, seed, sample)))
+  return init(jnp.asarray(seeds, jnp.int32))
 
 
 def make_train_step(model, tx, schedule, *, label_smoothing: float,
@@ -256,20 +261,13 @@ def _restore(manager: ocp.CheckpointManager, step: int, like: TrainState) -> Tra
 def load_params(workdir: str, config: ml_collections.ConfigDict, model, step: int | None = None):
   """The parameters `[N, ...]` (all replicas) of a run's checkpoint (latest by default)."""
   tx, _ = make_optimizer(num_steps=config.num_steps, **config.optimizer)
-  dataset = pipeline.make_dataset(seed=config.seed, **config.data)
-  state = jax.eval_shape(lambda: _init_replicas(model, tx, [dataset] * config.num_seeds, config))
+  seeds = [config.seed + i for i in range(config.num_seeds)]
+  state = jax.eval_shape(lambda: init_replicas(model, tx, seeds))
   manager = checkpoint_manager(workdir, config.keep_checkpoints)
   step = manager.latest_step() if step is None else step
   if step is None:
     raise FileNotFoundError(f"no checkpoint in {workdir}/checkpoints; train first")
   return _restore(manager, step, state).params
-
-
-def _init_replicas(model, tx, datasets, config) -> TrainState:
-  """Every replica's initial state, stacked on a leading seed axis."""
-  sample = datasets[0].train_batch(0, 1)
-  states = [init_state(model, tx, config.seed + i, sample) for i in range(config.num_seeds)]
-  return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
 
 
 # ----------------------------------------------------------------- validation
@@ -302,8 +300,7 @@ def check_config(config: ml_collections.ConfigDict, model, dataset: pipeline.Dat
 def evaluate_replica(model, params, dataset, config) -> dict[str, float]:
   """Periodic eval of one replica: in distribution and at the longest eval length."""
   train_like = dataset.train_batch(0, config.eval_batch_size)
-  tokens, lengths = _decode_batch(model, params, train_like)
-  in_dist = evaluate.score_batch(tokens, lengths, train_like["targets"])
+  in_dist = evaluate.decode_and_score(model, params, train_like)
   longest = max(dataset.eval_lengths)
   record = evaluate.evaluate_length(model, params, dataset, longest,
                                     batch_size=config.eval_batch_size)
@@ -312,14 +309,6 @@ def evaluate_replica(model, params, dataset, config) -> dict[str, float]:
           "longest_exact_match": record["exact_match"],
           "longest_token_accuracy": record["token_accuracy"],
           "longest_stop_errors": record["stop_errors"]}
-
-
-def _decode_batch(model, params, batch):
-  """Greedy decoding of a batch up to its padded target length."""
-  from relpos_jax import decode  # local: decode imports model, not the reverse
-  tokens, lengths = decode.greedy_decode(model, params, batch["inputs"],
-                                         max_len=batch["targets"].shape[1])
-  return np.asarray(tokens), np.asarray(lengths)
 
 
 def _replica(tree, i: int):
@@ -362,7 +351,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
   batch_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "data"))
 
   manager = checkpoint_manager(workdir, config.keep_checkpoints)
-  state = jax.device_put(_init_replicas(model, tx, datasets, config), replicated)
+  state = jax.device_put(init_replicas(model, tx, seeds), replicated)
   state = restore_or_keep(manager, state)
   start = int(state.step[0])
   metric_writers.truncate_after(workdir, start)
