@@ -133,10 +133,6 @@ class Stack(nn.Module):
     self.final_norm = NORMS[self.norm]()
     self.dropout = nn.Dropout(self.dropout_rate)
 
-  def check_positions(self, max_position: int) -> None:
-    """Raises ValueError if this stack's scheme cannot encode positions < max_position."""
-    self._make_scheme(parent=None).check_positions(max_position)
-
   def cross_kv(self, enc_BxSxD: Array) -> list[tuple[Array, Array]]:
     """Each layer's cross-attention keys and values of the encoder output (head-major)."""
     return [layer.cross_attention.cacheable_kv(enc_BxSxD) for layer in self.layers]
@@ -204,10 +200,10 @@ class EncoderDecoder(nn.Module):
 
     Works on an unbound module: call it before `jit`, where positions are traced.
     """
-    for length in (max_input_length, max_target_length):
-      positions.make_scheme(self.position, num_heads=self.num_heads, head_dim=self.head_dim,
-                            d_model=self.d_model, causal=False,
-                            parent=None).check_positions(length)
+    scheme = positions.make_scheme(self.position, num_heads=self.num_heads,
+                                   head_dim=self.head_dim, d_model=self.d_model, causal=False,
+                                   parent=None)
+    scheme.check_positions(max(max_input_length, max_target_length))
 
   def encode(self, inputs_BxS: Array, inputs_pos_BxS: Array | None = None,
              deterministic: bool = True) -> Array:
