@@ -42,9 +42,7 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
                       num_decoder_layers=2, d_ff=256, dropout_rate=0.0)
   config.model.position = positions.default_config(args["scheme"])
 
-  config.randomized = ml_collections.ConfigDict(
-      randomized.RandomizedPositions.__dataclass_fields__ and
-      {k: v.default for k, v in randomized.RandomizedPositions.__dataclass_fields__.items()})
+  config.randomized = randomized.default_config()
   config.randomized.enabled = args["randomized"]
 
   config.optimizer = train_lib.optimizer_config()

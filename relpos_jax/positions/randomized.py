@@ -18,6 +18,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 
 Array = jax.Array
 
@@ -74,3 +75,9 @@ class RandomizedPositions:
       return None
     return sample_positions(rng, batch, length, max_random_position=self.max_random_position,
                             per_example=self.per_example)
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """The `randomized` config: `RandomizedPositions`' fields with their defaults."""
+  return ml_collections.ConfigDict(
+      {f.name: f.default for f in dataclasses.fields(RandomizedPositions)})
