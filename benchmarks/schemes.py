@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import architectures
 from relpos_jax import decode
 from relpos_jax import model as model_lib
 from relpos_jax import positions
@@ -373,7 +374,7 @@ def bench_seeds(clock: Clock, config_arg: str, num_seeds: int, runs: int) -> lis
   config = load_default_config(config_arg)
   seeds = [config.seed + i for i in range(num_seeds)]
   datasets = [pipeline.make_dataset(seed=s, **config.data) for s in seeds]
-  model = model_lib.EncoderDecoder(vocab_size=datasets[0].vocab.size, **config.model)
+  model = architectures.make_model(config.model, vocab_size=datasets[0].vocab.size)
   tx, schedule = train_lib.make_optimizer(num_steps=config.num_steps, **config.optimizer)
   step = train_lib.make_train_step(
       model, tx, schedule, label_smoothing=config.label_smoothing,

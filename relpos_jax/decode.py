@@ -46,7 +46,7 @@ def _finish(tokens_BxT: Array) -> tuple[Array, Array]:
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_len"))
-def _greedy_decode(model, params, inputs_BxS, *, max_len, inputs_pos_BxS):
+def _greedy_decode(model, params, inputs_BxS, *, max_len, inputs_pos_BxS, oracle_lengths_B):
   """The compiled body of `greedy_decode`."""
   B = inputs_BxS.shape[0]
   variables = {"params": params}
@@ -60,7 +60,8 @@ def _greedy_decode(model, params, inputs_BxS, *, max_len, inputs_pos_BxS):
     logits_Bx1xV, new_vars = model.apply(
         {"params": params, "cache": cache}, last_B[:, None], pos_Bx1, inputs_BxS,
         cross_kv=cross_kv, decode=True, mutable=["cache"], method=model.decode)
-    next_B = jnp.where(done_B, vocab.PAD_ID, _argmax_token(logits_Bx1xV[:, 0]))
+    next_B = jnp.where(done_B, vocab.PAD_ID,
+                       _argmax_token(logits_Bx1xV[:, 0], t, oracle_lengths_B))
     tokens_BxT = jax.lax.dynamic_update_slice(tokens_BxT, next_B[:, None], (0, t))
     return t + 1, new_vars["cache"], tokens_BxT, next_B, done_B | (next_B == vocab.EOS_ID)
 
@@ -88,7 +89,7 @@ def _greedy_decode_uncached(model, params, inputs_BxS, *, max_len):
     logits_BxTxV = model.apply(variables, decoder_input_BxT, None, inputs_BxS,
                                cross_kv=cross_kv, method=model.decode)
     logits_BxV = jax.lax.dynamic_index_in_dim(logits_BxTxV, t, axis=1, keepdims=False)
-    next_B = jnp.where(done_B, vocab.PAD_ID, _argmax_token(logits_BxV))
+    next_B = jnp.where(done_B, vocab.PAD_ID, _argmax_token(logits_BxV, t, None))
     tokens_BxT = jax.lax.dynamic_update_slice(tokens_BxT, next_B[:, None], (0, t))
     return t + 1, tokens_BxT, done_B | (next_B == vocab.EOS_ID)
 
@@ -102,7 +103,8 @@ def _greedy_decode_uncached(model, params, inputs_BxS, *, max_len):
 
 
 def greedy_decode(model: model_lib.EncoderDecoder, params, inputs_BxS: Array, *, max_len: int,
-                  inputs_pos_BxS: Array | None = None) -> tuple[Array, Array]:
+                  inputs_pos_BxS: Array | None = None,
+                  oracle_lengths_B: Array | None = None) -> tuple[Array, Array]:
   """Greedy decoding with the cache.
 
   Args:
@@ -111,6 +113,10 @@ def greedy_decode(model: model_lib.EncoderDecoder, params, inputs_BxS: Array, *,
     inputs_BxS: source tokens, PAD-padded.
     max_len: most tokens generated per row (EOS included); static.
     inputs_pos_BxS: source positions (default 0..S-1).
+    oracle_lengths_B: the true target lengths (tokens before EOS), for the
+      oracle-length mode: EOS is forbidden before step `oracle_lengths_B[b]` and
+      forced at it, so the output has the right length and only its content can
+      be wrong (Newman et al. 2020, "The EOS Decision and Length Extrapolation").
 
   Returns:
     `(tokens_BxT, lengths_B)`: T = max_len; tokens end with EOS (when produced)
@@ -124,7 +130,10 @@ def greedy_decode(model: model_lib.EncoderDecoder, params, inputs_BxS: Array, *,
   if inputs_pos_BxS is not None and not isinstance(inputs_pos_BxS, jax.core.Tracer):
     max_input_position = int(jnp.max(inputs_pos_BxS)) + 1
   model.check_lengths(max_input_position, max_len)
-  return _greedy_decode(model, params, inputs_BxS, max_len=max_len, inputs_pos_BxS=inputs_pos_BxS)
+  if oracle_lengths_B is not None:
+    oracle_lengths_B = jnp.asarray(oracle_lengths_B, jnp.int32)
+  return _greedy_decode(model, params, inputs_BxS, max_len=max_len, inputs_pos_BxS=inputs_pos_BxS,
+                        oracle_lengths_B=oracle_lengths_B)
 
 
 def greedy_decode_uncached(model: model_lib.EncoderDecoder, params, inputs_BxS: Array, *,
@@ -138,8 +147,13 @@ def greedy_decode_uncached(model: model_lib.EncoderDecoder, params, inputs_BxS: 
   return _greedy_decode_uncached(model, params, inputs_BxS, max_len=max_len)
 
 
-def _argmax_token(logits_BxV: Array) -> Array:
-  """The greedy choice; PAD and BOS are never generated."""
+def _argmax_token(logits_BxV: Array, t: Array, oracle_lengths_B: Array | None) -> Array:
+  """The greedy choice at step t; PAD and BOS are never generated; EOS exactly at an oracle length."""
   never_V = jnp.zeros(logits_BxV.shape[-1], bool).at[jnp.array([vocab.PAD_ID, vocab.BOS_ID])].set(True)
-  return jnp.argmax(jnp.where(never_V, -jnp.inf, logits_BxV), axis=-1).astype(jnp.int32)
+  if oracle_lengths_B is None:
+    return jnp.argmax(jnp.where(never_V, -jnp.inf, logits_BxV), axis=-1).astype(jnp.int32)
+  never_BxV = never_V[None] | ((jnp.arange(logits_BxV.shape[-1]) == vocab.EOS_ID)[None]
+                               & (t < oracle_lengths_B)[:, None])
+  token_B = jnp.argmax(jnp.where(never_BxV, -jnp.inf, logits_BxV), axis=-1).astype(jnp.int32)
+  return jnp.where(t == oracle_lengths_B, vocab.EOS_ID, token_B)
 

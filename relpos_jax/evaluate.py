@@ -31,8 +31,8 @@ import jax
 import ml_collections
 import numpy as np
 
+from relpos_jax import architectures
 from relpos_jax import decode
-from relpos_jax import model as model_lib
 from relpos_jax import plots
 from relpos_jax import tables
 from relpos_jax.data import pipeline
@@ -212,7 +212,7 @@ def evaluate_workdir(workdir: str, lengths: Iterable[int] | None = None,
   run = run or os.path.basename(os.path.normpath(workdir))
   dataset = _eval_dataset(config, lengths)
   _check_vocab(workdir, dataset)
-  model = model_lib.EncoderDecoder(vocab_size=dataset.vocab.size, **config.model)
+  model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
   params_N = train_lib.load_params(workdir, config, model, step=step)
   step = checkpoint_steps(workdir)[-1] if step is None else step
   min_train, max_train = train_length_range(config, dataset)

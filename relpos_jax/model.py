@@ -15,14 +15,12 @@ the decoder input. Token embeddings are shared by encoder and decoder (one vocab
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Mapping, Sequence
 
 import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 
 from relpos_jax import attention
 from relpos_jax import positions
@@ -260,14 +258,3 @@ class EncoderDecoder(nn.Module):
     enc_BxSxD = self.encode(inputs_BxS, inputs_pos_BxS, deterministic)
     return self.decode(shift_right(targets_BxT), targets_pos_BxT, inputs_BxS,
                        enc_BxSxD=enc_BxSxD, deterministic=deterministic)
-
-
-def default_config() -> ml_collections.ConfigDict:
-  """The `model` config: `EncoderDecoder`'s fields with their defaults.
-
-  `vocab_size` is left out (it comes from the data's vocabulary) and `position`
-  is the T5 scheme's config; set it with `positions.default_config(name)`.
-  """
-  fields = {f.name: f.default for f in dataclasses.fields(EncoderDecoder)
-            if f.init and f.name not in ("vocab_size", "parent", "name", "position")}
-  return ml_collections.ConfigDict({**fields, "position": positions.default_config("t5")})

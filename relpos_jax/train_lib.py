@@ -29,9 +29,9 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 
+from relpos_jax import architectures
 from relpos_jax import evaluate
 from relpos_jax import metric_writers
-from relpos_jax import model as model_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab as vocab_lib
 from relpos_jax.positions import randomized as randomized_lib
@@ -341,7 +341,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
   maybe_initialize_distributed()
   seeds = [config.seed + i for i in range(config.num_seeds)]
   datasets = [pipeline.make_dataset(seed=s, **config.data) for s in seeds]
-  model = model_lib.EncoderDecoder(vocab_size=datasets[0].vocab.size, **config.model)
+  model = architectures.make_model(config.model, vocab_size=datasets[0].vocab.size)
   check_config(config, model, datasets[0])
   prepare_workdir(config, workdir, datasets[0].vocab)
 

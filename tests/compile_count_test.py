@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 
 from configs import default
+from relpos_jax import architectures
 from relpos_jax import decode
 from relpos_jax import evaluate
-from relpos_jax import model as model_lib
 from relpos_jax.data import pipeline
 
 LENGTHS = (3, 5, 10, 13, 20, 26, 31, 40)
@@ -62,7 +62,7 @@ def _setup(scheme):
   config.data.update(task="copy", max_train_length=MAX_TRAIN_LENGTH, length_buckets=BUCKETS,
                      eval_lengths=LENGTHS, eval_examples_per_length=6)
   dataset = pipeline.make_dataset(seed=0, **config.data)
-  model = model_lib.EncoderDecoder(vocab_size=dataset.vocab.size, **config.model)
+  model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
   sample = dataset.train_batch(0, 2)
   params = jax.jit(model.init)(jax.random.PRNGKey(0), jnp.asarray(sample["inputs"]),
                                jnp.asarray(sample["targets"]))["params"]

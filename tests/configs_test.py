@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import ml_collections
 import pytest
 
-from relpos_jax import model as model_lib
+from relpos_jax import architectures
 from relpos_jax import positions
 from relpos_jax import sweep
 from relpos_jax import train_lib
@@ -22,7 +22,7 @@ IDS = lambda paths: [str(p.relative_to(CONFIGS)) for p in paths]
 def _check_runs(config):
   """Builds the model and data and runs the trainer's checks; traces the model's init."""
   dataset = pipeline.make_dataset(seed=config.seed, **config.data)
-  model = model_lib.EncoderDecoder(vocab_size=dataset.vocab.size, **config.model)
+  model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
   train_lib.check_config(config, model, dataset)
   for causal in (False, True):
     positions.make_scheme(config.model.position, num_heads=config.model.num_heads,

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from configs import default
+from relpos_jax import architectures
 from relpos_jax import evaluate
 from relpos_jax import metric_writers
-from relpos_jax import model as model_lib
 from relpos_jax import train_lib
 from relpos_jax.data import pipeline
 
@@ -73,7 +73,7 @@ def test_a_tiny_copy_model_learns_its_training_lengths(tmp_path):
                 checkpoint_every=600)
   state = train_lib.train_and_evaluate(config, str(tmp_path))
   dataset = pipeline.make_dataset(seed=config.seed, **config.data)
-  model = model_lib.EncoderDecoder(vocab_size=dataset.vocab.size, **config.model)
+  model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
   params = jax.tree_util.tree_map(lambda x: x[0], state.params)
   for length in (3, 5):
     record = evaluate.evaluate_length(model, params, dataset, length, batch_size=64)

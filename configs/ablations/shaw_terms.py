@@ -23,7 +23,7 @@ _DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "..", "defa
 
 def get_config(arg=None) -> ml_collections.ConfigDict:
   """configs/default.py with the Shaw scheme and 3 seeds (the user's `arg` wins)."""
-  return _DEFAULT.get_config(f"scheme=shaw,num_seeds=3,{arg or ''}")
+  return _DEFAULT.get_config(f"scheme=shaw,num_seeds=3,ablation,{arg or ''}")
 
 
 def get_sweep() -> list[dict]:

@@ -20,6 +20,7 @@ import os
 
 import ml_collections
 
+from relpos_jax import config_args
 from relpos_jax import sweep
 
 _DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "..", "default.py"))
@@ -29,7 +30,10 @@ MAX_DISTANCE = (16, 32, 128)
 
 def get_config(arg=None) -> ml_collections.ConfigDict:
   """configs/default.py with the T5 scheme and 3 seeds (the user's `arg` wins)."""
-  return _DEFAULT.get_config(f"scheme=t5,num_seeds=3,{arg or ''}")
+  config = _DEFAULT.get_config(f"scheme=t5,num_seeds=3,ablation,{arg or ''}")
+  if not config_args.parse(arg, _DEFAULT.ARGS)["smoke"]:
+    config.data.eval_lengths = (5, 10, 15, 20, 30, 40, 60, 80, 120, 160)  # up to 8x
+  return config
 
 
 def get_sweep() -> list[dict]:
