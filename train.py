@@ -3,13 +3,18 @@
   python train.py --config configs/default.py --workdir runs/demo
   python train.py --config configs/default.py:scheme=shaw,task=reverse --workdir runs/x \
       --config.model.num_heads=4
-  python train.py --config configs/ablations/schemes.py --sweep_dir runs/schemes
+  python train.py --config configs/ablations/schemes.py --workdir runs/schemes
+  python train.py --config configs/ablations/schemes.py --workdir runs/schemes --sweep_shard 0/4
 
 `--config FILE:ARGS` passes ARGS to the file's get_config; `--config.KEY=VALUE`
-overrides any key. A workdir with checkpoints of the same run is resumed. With
-`--sweep_dir`, every run of the config's get_sweep() is trained into its own
-subfolder (finished runs skipped), then all are evaluated and tabulated, like
-`python -m relpos_jax.sweep`.
+overrides any key. A workdir with checkpoints of the same run is resumed.
+
+If the config file defines get_sweep() (configs/ablations/), the workdir is the
+sweep directory: every run is trained into `<workdir>/<run name>/` (finished
+runs skipped, interrupted ones resumed), then all are evaluated and tabulated
+into `<workdir>/eval/`, as `python -m relpos_jax.sweep` does. `--runs a,b` trains
+only those runs; `--sweep_shard i/n` only runs i, i+n, i+2n, ... (see
+relpos_jax/sweep.py).
 """
 
 from absl import app
@@ -21,27 +26,31 @@ from relpos_jax import sweep
 from relpos_jax import tables
 from relpos_jax import train_lib
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment or sweep config file.",
                                           lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Where checkpoints and metrics go.")
-_SWEEP_DIR = flags.DEFINE_string("sweep_dir", None,
-                                 "Train every run of the config's get_sweep() in here instead.")
-flags.mark_flags_as_required(["config"])
-flags.register_validator("workdir", lambda w: bool(w) != bool(flags.FLAGS.sweep_dir),
-                         "pass exactly one of --workdir and --sweep_dir")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Where checkpoints and metrics go (for a sweep "
+                               "config: the sweep directory, one subfolder per run).")
+_RUNS = flags.DEFINE_list("runs", None, "Sweep configs only: train only these runs.")
+_SHARD = sweep.define_shard_flag()
+flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   log_setup.setup()
-  if _SWEEP_DIR.value:
-    records = sweep.run_sweep(flags.FLAGS["config"].config_filename, _SWEEP_DIR.value,
-                              base_config=_CONFIG.value)
-    print(tables.exact_match_table(records))
-    print(tables.error_table(records))
-  else:
-    train_lib.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  config_file = flags.FLAGS["config"].config_filename
+  if sweep.is_sweep_config(config_file):
+    records = sweep.run_sweep(config_file, _WORKDIR.value, base_config=_CONFIG.value,
+                              only=_RUNS.value, shard=_SHARD.value)
+    if records:
+      print(tables.exact_match_table(records))
+      print(tables.error_table(records))
+    return
+  if _RUNS.value or _SHARD.value:
+    raise app.UsageError(f"--runs and --sweep_shard need a sweep config; {config_file} "
+                         "defines no get_sweep() (see configs/ablations/)")
+  train_lib.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
 
 
 if __name__ == "__main__":

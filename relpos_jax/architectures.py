@@ -17,11 +17,13 @@ from typing import Any, Mapping
 import flax.linen as nn
 import ml_collections
 
+from relpos_jax import decoder_only
 from relpos_jax import model as model_lib
 from relpos_jax import positions
 
 ARCHS: dict[str, type[nn.Module]] = {
     "encoder_decoder": model_lib.EncoderDecoder,
+    "decoder_only": decoder_only.DecoderOnly,
 }
 DEFAULT_ARCH = "encoder_decoder"
 

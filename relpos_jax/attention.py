@@ -142,8 +142,8 @@ class Attention(nn.Module):
         (cross-attention).
       x_kv_BxKxD: key/value inputs (default: `x`).
       kpos_BxK: key positions (default: `qpos`).
-      mask_BxQxK: True where attention is allowed. Ignored for cached decoding steps,
-        which attend to every filled cache slot.
+      mask_BxQxK: True where attention is allowed; with `decode`, among the new
+        keys only (earlier cache slots are visible when valid, see `KVCache`).
       decode: use and update the cache (self-attention only).
       deterministic: disables dropout.
 
@@ -171,37 +171,53 @@ class Attention(nn.Module):
 
 
 class KVCache(nn.Module):
-  """The decode cache: keys, values, their positions and the next slot (`cache` collection).
+  """The decode cache: keys, values, their positions and validity, and the next slot.
 
   Keys and values are stored head-major, `[B, H, M, Kd]` (M slots), the layout the
-  attention matmuls read in place; a step writes its `[B, H, 1, Kd]` column.
+  attention matmuls read in place. A call writes L new columns: one per decoding
+  step, or a whole prompt at once (decoder-only prefill). A slot stays visible to
+  later queries iff its key was valid (some query of its own call could attend to
+  it; PAD keys never), so a padded prompt's PAD slots stay masked.
   """
 
   @nn.compact
-  def __call__(self, k_Bx1xHxK, v_Bx1xHxK, kpos_Bx1, mask):
-    """Writes one step; returns every slot (head-major), their positions and the filled-slot mask.
+  def __call__(self, k_BxLxHxK, v_BxLxHxK, kpos_BxL, mask_BxLxL):
+    """Writes L slots; returns every slot (head-major), their positions and the query mask.
 
-    On the sizing call (inside `init`, the cache does not exist yet) it creates
-    the cache with the full-length shapes of its inputs and returns them unchanged
-    (keys and values head-major).
+    Args:
+      k_BxLxHxK, v_BxLxHxK: the new keys (rotated) and values.
+      kpos_BxL: their positions.
+      mask_BxLxL: which new keys each new query may see (None: all, causally);
+        earlier slots are visible when valid.
+
+    Returns:
+      `(k_BxHxMxK, v_BxHxMxK, kpos_BxM, mask_BxLxM)`. On the sizing call (inside
+      `init`, where the cache does not exist yet) it creates the cache with the
+      full-length shapes of its inputs and returns them unchanged (head-major).
     """
     initialized = self.has_variable("cache", "cached_key")
-    k_BxHx1xK, v_BxHx1xK = heads_first(k_Bx1xHxK), heads_first(v_Bx1xHxK)
-    cached_k = self.variable("cache", "cached_key", jnp.zeros, k_BxHx1xK.shape, k_BxHx1xK.dtype)
-    cached_v = self.variable("cache", "cached_value", jnp.zeros, v_BxHx1xK.shape,
-                             v_BxHx1xK.dtype)
-    cached_pos = self.variable("cache", "cached_pos", jnp.zeros, kpos_Bx1.shape, jnp.int32)
+    k_BxHxLxK, v_BxHxLxK = heads_first(k_BxLxHxK), heads_first(v_BxLxHxK)
+    cached_k = self.variable("cache", "cached_key", jnp.zeros, k_BxHxLxK.shape, k_BxHxLxK.dtype)
+    cached_v = self.variable("cache", "cached_value", jnp.zeros, v_BxHxLxK.shape,
+                             v_BxHxLxK.dtype)
+    cached_pos = self.variable("cache", "cached_pos", jnp.zeros, kpos_BxL.shape, jnp.int32)
+    cached_valid = self.variable("cache", "cached_valid", jnp.zeros, kpos_BxL.shape, bool)
     index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
     if not initialized:
-      return k_BxHx1xK, v_BxHx1xK, kpos_Bx1, mask
+      return k_BxHxLxK, v_BxHxLxK, kpos_BxL, mask_BxLxL
     B, M = cached_pos.value.shape
-    if k_Bx1xHxK.shape[1] != 1:
-      raise ValueError(f"cached decoding takes one step at a time; got {k_Bx1xHxK.shape[1]}")
+    L = kpos_BxL.shape[1]
+    if mask_BxLxL is None:
+      mask_BxLxL = jnp.broadcast_to(jnp.tril(jnp.ones((L, L), bool)), (B, L, L))
     i = index.value
-    cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k_BxHx1xK, (0, 0, i, 0))
-    cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v_BxHx1xK, (0, 0, i, 0))
+    cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k_BxHxLxK, (0, 0, i, 0))
+    cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v_BxHxLxK, (0, 0, i, 0))
     cached_pos.value = jax.lax.dynamic_update_slice(
-        cached_pos.value, kpos_Bx1.astype(jnp.int32), (0, i))
-    index.value = i + 1
-    mask_Bx1xM = jnp.broadcast_to(jnp.arange(M)[None, None, :] <= i, (B, 1, M))
-    return cached_k.value, cached_v.value, cached_pos.value, mask_Bx1xM
+        cached_pos.value, kpos_BxL.astype(jnp.int32), (0, i))
+    earlier_BxLxM = jnp.broadcast_to(
+        cached_valid.value[:, None, :] & (jnp.arange(M) < i)[None, None, :], (B, L, M))
+    mask_BxLxM = jax.lax.dynamic_update_slice(earlier_BxLxM, mask_BxLxL, (0, 0, i))
+    cached_valid.value = jax.lax.dynamic_update_slice(cached_valid.value,
+                                                      mask_BxLxL.any(axis=1), (0, i))
+    index.value = i + L
+    return cached_k.value, cached_v.value, cached_pos.value, mask_BxLxM

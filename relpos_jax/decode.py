@@ -1,13 +1,23 @@
 """Batched greedy decoding with the key/value cache, in one `lax.while_loop`.
 
-The encoder runs once, each decoder layer's cross-attention keys/values are
-projected once (`EncoderDecoder.cross_kv`), then every step feeds the last token
-at position t, appends its keys/values to the cache and takes the argmax. The loop
-stops when every row has produced EOS or after `max_len` tokens. One compiled
-program per (batch, source length, max_len) shape.
+Both architectures implement the same three-method protocol, so one loop serves
+both (the config's `model.arch` picks the model, nothing here branches on it):
 
-`greedy_decode_uncached` recomputes the whole prefix each step (no cache): the
-reference the cache is checked and benchmarked against.
+* `cache_sizing(inputs, max_len)`: creates the self-attention cache (inside `init`);
+* `prime(inputs, inputs_pos)`: everything before the first target token, in one
+  pass: the encoder-decoder encodes the source, projects each layer's
+  cross-attention keys/values once and feeds BOS; the decoder-only model runs
+  the prompt `inputs SEP` through the stack, filling the cache. Returns the first
+  target token's logits, a context for `step` and the start position;
+* `step(token, pos, context, inputs)`: feeds the last token, appends its keys and
+  values to the cache, returns the next logits.
+
+The loop stops when every row has produced EOS or after `max_len` tokens. One
+compiled program per (batch, source length, max_len) shape. An oracle-length
+mode forces the true output length (`oracle_lengths_B`).
+
+`greedy_decode_uncached` recomputes the whole teacher-forced forward pass each
+step (no cache): the reference the cache is checked and benchmarked against.
 """
 
 from __future__ import annotations
@@ -17,20 +27,17 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from relpos_jax import model as model_lib
 from relpos_jax.data import vocab
 
 Array = jax.Array
 
 
-def init_cache(model: model_lib.EncoderDecoder, inputs_BxS: Array, max_len: int):
+def init_cache(model, inputs_BxS: Array, max_len: int):
   """A zero cache for decoding `max_len` tokens (shapes from a traced `init`)."""
-  B = inputs_BxS.shape[0]
 
   def sizing_init():
-    return model.init(jax.random.PRNGKey(0), jnp.zeros((B, max_len), jnp.int32), None,
-                      inputs_BxS, enc_BxSxD=jnp.zeros(inputs_BxS.shape + (model.d_model,)),
-                      decode=True, method=model_lib.EncoderDecoder.decode)["cache"]
+    return model.init(jax.random.PRNGKey(0), inputs_BxS, max_len,
+                      method=model.cache_sizing)["cache"]
 
   shapes = jax.eval_shape(sizing_init)
   return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
@@ -49,19 +56,18 @@ def _finish(tokens_BxT: Array) -> tuple[Array, Array]:
 def _greedy_decode(model, params, inputs_BxS, *, max_len, inputs_pos_BxS, oracle_lengths_B):
   """The compiled body of `greedy_decode`."""
   B = inputs_BxS.shape[0]
-  variables = {"params": params}
-  enc_BxSxD = model.apply(variables, inputs_BxS, inputs_pos_BxS, method=model.encode)
-  cross_kv = model.apply(variables, enc_BxSxD, method=model.cross_kv)
   cache = init_cache(model, inputs_BxS, max_len)
+  (logits_BxV, context, start_pos_B), new_vars = model.apply(
+      {"params": params, "cache": cache}, inputs_BxS, inputs_pos_BxS, mutable=["cache"],
+      method=model.prime)
+  first_B = _argmax_token(logits_BxV, 0, oracle_lengths_B)
 
   def step(state):
     t, cache, tokens_BxT, last_B, done_B = state
-    pos_Bx1 = jnp.full((B, 1), t, jnp.int32)
-    logits_Bx1xV, new_vars = model.apply(
-        {"params": params, "cache": cache}, last_B[:, None], pos_Bx1, inputs_BxS,
-        cross_kv=cross_kv, decode=True, mutable=["cache"], method=model.decode)
-    next_B = jnp.where(done_B, vocab.PAD_ID,
-                       _argmax_token(logits_Bx1xV[:, 0], t, oracle_lengths_B))
+    logits_BxV, new_vars = model.apply(
+        {"params": params, "cache": cache}, last_B, start_pos_B + t, context, inputs_BxS,
+        mutable=["cache"], method=model.step)
+    next_B = jnp.where(done_B, vocab.PAD_ID, _argmax_token(logits_BxV, t, oracle_lengths_B))
     tokens_BxT = jax.lax.dynamic_update_slice(tokens_BxT, next_B[:, None], (0, t))
     return t + 1, new_vars["cache"], tokens_BxT, next_B, done_B | (next_B == vocab.EOS_ID)
 
@@ -69,8 +75,9 @@ def _greedy_decode(model, params, inputs_BxS, *, max_len, inputs_pos_BxS, oracle
     t, _, _, _, done_B = state
     return (t < max_len) & ~done_B.all()
 
-  state = (jnp.array(0, jnp.int32), cache, jnp.zeros((B, max_len), jnp.int32),
-           jnp.full((B,), vocab.BOS_ID, jnp.int32), jnp.zeros((B,), bool))
+  tokens_BxT = jnp.zeros((B, max_len), jnp.int32).at[:, 0].set(first_B)
+  state = (jnp.array(1, jnp.int32), new_vars["cache"], tokens_BxT, first_B,
+           first_B == vocab.EOS_ID)
   _, _, tokens_BxT, _, _ = jax.lax.while_loop(keep_going, step, state)
   return _finish(tokens_BxT)
 
@@ -80,14 +87,11 @@ def _greedy_decode_uncached(model, params, inputs_BxS, *, max_len):
   """The compiled body of `greedy_decode_uncached`."""
   B = inputs_BxS.shape[0]
   variables = {"params": params}
-  enc_BxSxD = model.apply(variables, inputs_BxS, method=model.encode)
-  cross_kv = model.apply(variables, enc_BxSxD, method=model.cross_kv)
 
   def step(state):
     t, tokens_BxT, done_B = state
-    decoder_input_BxT = model_lib.shift_right(tokens_BxT)
-    logits_BxTxV = model.apply(variables, decoder_input_BxT, None, inputs_BxS,
-                               cross_kv=cross_kv, method=model.decode)
+    # Teacher-forced logits of the tokens so far; later slots (PAD) are masked.
+    logits_BxTxV = model.apply(variables, inputs_BxS, tokens_BxT)
     logits_BxV = jax.lax.dynamic_index_in_dim(logits_BxTxV, t, axis=1, keepdims=False)
     next_B = jnp.where(done_B, vocab.PAD_ID, _argmax_token(logits_BxV, t, None))
     tokens_BxT = jax.lax.dynamic_update_slice(tokens_BxT, next_B[:, None], (0, t))
@@ -102,13 +106,13 @@ def _greedy_decode_uncached(model, params, inputs_BxS, *, max_len):
   return _finish(tokens_BxT)
 
 
-def greedy_decode(model: model_lib.EncoderDecoder, params, inputs_BxS: Array, *, max_len: int,
+def greedy_decode(model, params, inputs_BxS: Array, *, max_len: int,
                   inputs_pos_BxS: Array | None = None,
                   oracle_lengths_B: Array | None = None) -> tuple[Array, Array]:
   """Greedy decoding with the cache.
 
   Args:
-    model: the (unbound) model; static.
+    model: the (unbound) model, either architecture; static.
     params: its parameters.
     inputs_BxS: source tokens, PAD-padded.
     max_len: most tokens generated per row (EOS included); static.
@@ -136,11 +140,12 @@ def greedy_decode(model: model_lib.EncoderDecoder, params, inputs_BxS: Array, *,
                         oracle_lengths_B=oracle_lengths_B)
 
 
-def greedy_decode_uncached(model: model_lib.EncoderDecoder, params, inputs_BxS: Array, *,
+def greedy_decode_uncached(model, params, inputs_BxS: Array, *,
                            max_len: int) -> tuple[Array, Array]:
   """Greedy decoding that reruns the decoder over the whole prefix every step.
 
-  Same outputs as `greedy_decode` (the parity and benchmark reference); quadratic
+  Same outputs as `greedy_decode` (the parity and benchmark reference): each step
+  reruns the whole teacher-forced forward pass (encoder included), so quadratic
   work per sequence instead of linear.
   """
   model.check_lengths(inputs_BxS.shape[1], max_len)

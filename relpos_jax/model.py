@@ -97,7 +97,11 @@ class Block(nn.Module):
 
 
 class Stack(nn.Module):
-  """Position embedding + `num_layers` blocks + final norm (encoder or decoder)."""
+  """Position embedding + `num_layers` blocks + final norm (encoder or decoder).
+
+  `causal` is the scheme's direction (T5's unidirectional buckets); the attention
+  mask is the caller's. `has_cross` adds cross-attention to every block.
+  """
 
   num_layers: int
   d_model: int
@@ -108,6 +112,7 @@ class Stack(nn.Module):
   norm: str
   position: Mapping[str, Any]
   causal: bool
+  has_cross: bool
 
   def _make_scheme(self, **module_kwargs) -> positions.PositionScheme:
     """This stack's scheme module from the position config."""
@@ -126,7 +131,7 @@ class Stack(nn.Module):
         schemes = [self._make_scheme(name=f"position_{i}") for i in range(self.num_layers)]
     self.layers = [
         Block(self.d_model, self.num_heads, self.head_dim, self.d_ff, self.dropout_rate,
-              self.norm, has_cross=self.causal, scheme=schemes[i], name=f"layer_{i}")
+              self.norm, has_cross=self.has_cross, scheme=schemes[i], name=f"layer_{i}")
         for i in range(self.num_layers)]
     self.final_norm = NORMS[self.norm]()
     self.dropout = nn.Dropout(self.dropout_rate)
@@ -174,20 +179,15 @@ class EncoderDecoder(nn.Module):
   position: Mapping[str, Any] | None = None  # None: T5's defaults
 
   def __post_init__(self):
-    # A hashable, immutable copy, so the module can be a static `jit` argument.
-    position = positions.default_config("t5") if self.position is None else self.position
-    object.__setattr__(self, "position", flax.core.FrozenDict(dict(position)))
+    freeze_position(self)
     super().__post_init__()
 
   def setup(self):
-    if self.norm not in NORMS:
-      raise ValueError(f"unknown norm {self.norm!r} (config key model.norm); "
-                       f"choose one of: {', '.join(NORMS)}")
+    check_norm(self.norm)
     stack = lambda n, causal, name: Stack(
         n, self.d_model, self.num_heads, self.head_dim, self.d_ff, self.dropout_rate,
-        self.norm, self.position, causal, name=name)
-    self.embedding = nn.Embed(self.vocab_size, self.d_model,
-                              embedding_init=nn.initializers.normal(1.0), name="embedding")
+        self.norm, self.position, causal, has_cross=causal, name=name)
+    self.embedding = token_embedding(self)
     self.encoder = stack(self.num_encoder_layers, False, "encoder")
     self.decoder = stack(self.num_decoder_layers, True, "decoder")
     if not self.share_embeddings:
@@ -197,11 +197,9 @@ class EncoderDecoder(nn.Module):
     """Raises ValueError (naming the config key) if positions this long cannot be encoded.
 
     Works on an unbound module: call it before `jit`, where positions are traced.
+    Encoder and decoder each count positions from 0.
     """
-    scheme = positions.make_scheme(self.position, num_heads=self.num_heads,
-                                   head_dim=self.head_dim, d_model=self.d_model, causal=False,
-                                   parent=None)
-    scheme.check_positions(max(max_input_length, max_target_length))
+    check_positions(self, max(max_input_length, max_target_length))
 
   def encode(self, inputs_BxS: Array, inputs_pos_BxS: Array | None = None,
              deterministic: bool = True) -> Array:
@@ -248,9 +246,7 @@ class EncoderDecoder(nn.Module):
                                         (B, T, inputs_BxS.shape[1]))
     x_BxTxD = self.decoder(self.embedding(decoder_input_BxT), decoder_pos_BxT, self_mask_BxTxT,
                            cross_kv, cross_mask_BxTxS, decode, deterministic)
-    if self.share_embeddings:
-      return self.embedding.attend(x_BxTxD) * self.d_model ** -0.5
-    return self.logits_dense(x_BxTxD)
+    return output_logits(self, x_BxTxD)
 
   def __call__(self, inputs_BxS: Array, targets_BxT: Array, inputs_pos_BxS: Array | None = None,
                targets_pos_BxT: Array | None = None, deterministic: bool = True) -> Array:
@@ -258,3 +254,80 @@ class EncoderDecoder(nn.Module):
     enc_BxSxD = self.encode(inputs_BxS, inputs_pos_BxS, deterministic)
     return self.decode(shift_right(targets_BxT), targets_pos_BxT, inputs_BxS,
                        enc_BxSxD=enc_BxSxD, deterministic=deterministic)
+
+  # The decoding protocol `decode.py` drives (shared with `DecoderOnly`).
+
+  def cache_sizing(self, inputs_BxS: Array, max_len: int) -> None:
+    """Creates the decoder's self-attention cache for `max_len` steps (inside `init`)."""
+    B, S = inputs_BxS.shape
+    self.decode(jnp.zeros((B, max_len), jnp.int32), None, inputs_BxS,
+                enc_BxSxD=jnp.zeros((B, S, self.d_model)), decode=True)
+
+  def prime(self, inputs_BxS: Array, inputs_pos_BxS: Array | None = None,
+            start_pos_B: Array | None = None) -> tuple[Array, Any, Array]:
+    """Encodes the source and feeds BOS: everything before the first target token.
+
+    Args:
+      inputs_BxS: source tokens.
+      inputs_pos_BxS: source positions (default 0..S-1).
+      start_pos_B: BOS's decoder position (default 0).
+
+    Returns:
+      `(logits_BxV, context, start_pos_B)`: logits for the first target token, what
+      `step` needs (the cross-attention keys/values), and BOS's position; target
+      token k then sits at `start_pos_B + 1 + k`.
+    """
+    B = inputs_BxS.shape[0]
+    start_pos_B = jnp.zeros((B,), jnp.int32) if start_pos_B is None else start_pos_B
+    cross_kv = self.cross_kv(self.encode(inputs_BxS, inputs_pos_BxS))
+    logits_Bx1xV = self.decode(jnp.full((B, 1), vocab.BOS_ID, jnp.int32), start_pos_B[:, None],
+                               inputs_BxS, cross_kv=cross_kv, decode=True)
+    return logits_Bx1xV[:, 0], cross_kv, start_pos_B
+
+  def step(self, token_B: Array, pos_B: Array, context: Any, inputs_BxS: Array) -> Array:
+    """Feeds one token at `pos_B` through the cache; logits `[B, V]` for the next."""
+    logits_Bx1xV = self.decode(token_B[:, None], pos_B[:, None], inputs_BxS, cross_kv=context,
+                               decode=True)
+    return logits_Bx1xV[:, 0]
+
+
+# Shared by both architectures (this module's EncoderDecoder and decoder_only.DecoderOnly).
+
+def freeze_position(module: nn.Module) -> None:
+  """Stores `module.position` as a hashable FrozenDict (T5's defaults for None).
+
+  Immutable and hashable, so the module can be a static `jit` argument.
+  """
+  position = positions.default_config("t5") if module.position is None else module.position
+  object.__setattr__(module, "position", flax.core.FrozenDict(dict(position)))
+
+
+def check_norm(norm: str) -> None:
+  """Raises ValueError naming `model.norm` for an unknown norm."""
+  if norm not in NORMS:
+    raise ValueError(f"unknown norm {norm!r} (config key model.norm); "
+                     f"choose one of: {', '.join(NORMS)}")
+
+
+def token_embedding(module: nn.Module) -> nn.Embed:
+  """The token embedding (also the tied output projection), named `embedding`."""
+  return nn.Embed(module.vocab_size, module.d_model, embedding_init=nn.initializers.normal(1.0),
+                  name="embedding")
+
+
+def output_logits(module: nn.Module, x_BxLxD: Array) -> Array:
+  """Logits `[B, L, V]`: tied (x Eᵀ / sqrt(D)) or the untied `logits_dense`."""
+  if module.share_embeddings:
+    return module.embedding.attend(x_BxLxD) * module.d_model ** -0.5
+  return module.logits_dense(x_BxLxD)
+
+
+def check_positions(module: nn.Module, num_positions: int) -> None:
+  """Raises ValueError (naming the config key) if positions 0..num_positions-1 cannot be encoded.
+
+  Works on an unbound module: call it before `jit`, where positions are traced.
+  """
+  scheme = positions.make_scheme(module.position, num_heads=module.num_heads,
+                                 head_dim=module.head_dim, d_model=module.d_model, causal=False,
+                                 parent=None)
+  scheme.check_positions(num_positions)

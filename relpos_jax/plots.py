@@ -1,8 +1,15 @@
-"""Figures: accuracy vs length, T5's learned bias curves, the sinusoid heatmap.
+"""Figures: accuracy and failure anatomy vs length, T5's learned bias, Shaw's key
+table, the sinusoid heatmap.
 
 Each function writes one PNG. Figures are drawn on matplotlib's Agg canvas
 directly (no `pyplot`), so importing this module never changes a notebook's or
 a GUI's backend and nothing needs a display.
+
+The scheme figures find the scheme modules by running the model abstractly
+(`scheme_instances`): whatever the architecture, every positional-scheme module
+it calls is found with its path in the parameter tree and its settings (causal
+or bidirectional, buckets, clipping distance), so no parameter name of a
+particular model is assumed.
 """
 
 from __future__ import annotations
@@ -10,93 +17,210 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
+import flax.linen as nn
+import jax
 import jax.numpy as jnp
-from matplotlib.backends import backend_agg
 from matplotlib import figure as figure_lib
+from matplotlib import lines as lines_lib
+from matplotlib.backends import backend_agg
 import numpy as np
 
 from relpos_jax import tables
+from relpos_jax.positions import base
+from relpos_jax.positions import shaw
 from relpos_jax.positions import sinusoidal
 from relpos_jax.positions import t5
 
 Record = dict[str, Any]
+Path = tuple[str, ...]
 
 
-def accuracy_vs_length(records: Sequence[Record], path: str, *,
-                       metric: str = "exact_match") -> str:
-  """One curve per run: the metric's mean over seeds vs eval length, ±std shaded.
+# ------------------------------------------------------------ accuracy vs length
 
-  A dashed vertical line marks the longest training length (one per distinct
-  value when runs differ). n/a lengths (NaN) break the curve.
+def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
+  """The extrapolation figure: four panels vs eval length, one colour per run.
+
+  (a) exact match, (b) token accuracy: mean over seeds (±std shaded), dashed
+  the oracle-length metric when the records have it; crosses at 0 mark lengths
+  that are not representable. (c) failure anatomy: the shares of the failures
+  that are pure stopping errors (solid), too short (dashed), too long
+  (dotted). (d) the median position of the first wrong token among failures.
+  The training lengths are shaded. NaN values (n/a, or no failures) break the
+  curves.
 
   Args:
     records: records of one or more runs (see `tables`).
     path: the PNG to write (its folder is created).
-    metric: the metric on the y axis.
 
   Returns:
     `path`.
   """
-  fig = _figure(7.0, 4.2)
-  ax = fig.add_subplot()
   groups = tables.by_run(records)
-  for run, recs in groups.items():
-    lengths_L, mean_L, std_L, count_L = tables.length_stats(recs, metric)
-    seeds = len({r["seed"] for r in recs})
-    label = run if seeds == 1 else f"{run} ({seeds} seeds)"
-    (line,) = ax.plot(lengths_L, mean_L, marker="o", markersize=3, label=label)
-    if (count_L > 1).any():
-      ax.fill_between(lengths_L, mean_L - std_L, mean_L + std_L, color=line.get_color(),
-                      alpha=0.2, linewidth=0)
-  max_trains = sorted({int(r["max_train_length"]) for r in records})
-  for i, max_train in enumerate(max_trains):
-    ax.axvline(max_train, color="gray", linestyle="--", linewidth=1,
-               label="longest training length" if i == 0 else None)
-  ax.set_xlabel("eval length")
-  ax.set_ylabel(metric.replace("_", " "))
-  if metric != "mean_first_error":
+  has_oracle = any("oracle_exact_match" in r for r in records)
+  fig = _figure(12.0, 7.5)
+  (ax_exact, ax_token), (ax_anatomy, ax_first) = fig.subplots(2, 2, sharex=True)
+  run_handles = []
+  for i, (run, recs) in enumerate(groups.items()):
+    color = f"C{i % 10}"
+    seeds = tables.num_seeds(recs)
+    run_handles.append(lines_lib.Line2D([], [], color=color, marker="o", markersize=3,
+                                        label=run if seeds == 1 else f"{run} ({seeds} seeds)"))
+    for ax, metric in ((ax_exact, "exact_match"), (ax_token, "token_accuracy")):
+      _curve(ax, recs, metric, color, "-", band=True)
+      if has_oracle:
+        _curve(ax, recs, f"oracle_{metric}", color, "--")
+    _mark_not_representable(ax_exact, recs, color)
+    for metric, style in (("fail_pure_stop", "-"), ("fail_too_short", "--"),
+                          ("fail_too_long", ":")):
+      _curve(ax_anatomy, recs, metric, color, style)
+    _curve(ax_first, recs, "first_wrong_median", color, "-")
+  lengths = sorted({int(r["length"]) for r in records})
+  ax_first.plot(lengths, lengths, color="gray", linewidth=0.8, label="y = eval length")
+  for ax in (ax_exact, ax_token, ax_anatomy, ax_first):
+    _shade_training(ax, records)
+    ax.grid(alpha=0.3)
+  for ax in (ax_exact, ax_token, ax_anatomy):
     ax.set_ylim(-0.03, 1.03)
-  tasks = sorted({str(r.get("task", "")) for r in records} - {""})
-  ax.set_title(f"{metric.replace('_', ' ')} vs length" + (f" ({', '.join(tasks)})" if tasks else ""))
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+  ax_exact.set_title("(a) exact match", fontsize=10)
+  ax_token.set_title("(b) token accuracy", fontsize=10)
+  ax_anatomy.set_title("(c) failure anatomy: share of the failures", fontsize=10)
+  ax_first.set_title("(d) first wrong token among failures (median position)", fontsize=10)
+  for ax in (ax_anatomy, ax_first):
+    ax.set_xlabel("eval length")
+  greedy = [_style("-", "greedy decoding")]
+  if has_oracle:
+    greedy.append(_style("--", "oracle length"))
+  if any(r.get("error") for r in records):
+    greedy.append(lines_lib.Line2D([], [], color="black", marker="x", linestyle="none",
+                                   label="not representable"))
+  ax_exact.legend(handles=greedy + _training_handle(), fontsize=7, loc="best")
+  ax_anatomy.legend(handles=[_style("-", "pure stopping error"), _style("--", "too short"),
+                             _style(":", "too long")], fontsize=7, loc="best")
+  ax_first.legend(fontsize=7, loc="upper left")
+  fig.legend(handles=run_handles, fontsize=8, loc="outside right upper")
+  fig.suptitle("Length extrapolation" + tables.task_suffix(records), fontsize=11)
   return _save(fig, path)
 
 
-def t5_bias_tables(params: Mapping[str, Any]) -> dict[str, dict[str, np.ndarray]]:
-  """The T5 `rel_bias` tables of one replica's parameters.
+def _curve(ax, records: Sequence[Record], metric: str, color: str, style: str,
+           band: bool = False) -> None:
+  """One run's metric vs length (mean over seeds; ±std shaded if `band` and several seeds)."""
+  if not any(metric in r for r in records):
+    return
+  lengths_L, mean_L, std_L, count_L = tables.length_stats(records, metric)
+  ax.plot(lengths_L, mean_L, color=color, linestyle=style, marker="o" if style == "-" else None,
+          markersize=3, linewidth=1.2)
+  if band and (count_L > 1).any():
+    ax.fill_between(lengths_L, mean_L - std_L, mean_L + std_L, color=color, alpha=0.15,
+                    linewidth=0)
+
+
+def _mark_not_representable(ax, records: Sequence[Record], color: str) -> None:
+  """Crosses at y = 0 on the lengths where every seed of the run is not representable."""
+  lengths, _, _, na_SxL = tables.seed_matrix(records, "exact_match")
+  na_lengths = [n for n, na in zip(lengths, na_SxL.all(axis=0)) if na]
+  if na_lengths:
+    ax.plot(na_lengths, [0.0] * len(na_lengths), linestyle="none", marker="x", color=color,
+            markersize=7)
+
+
+def _shade_training(ax, records: Sequence[Record]) -> None:
+  """Shades each distinct training length range."""
+  ranges = sorted({(int(r.get("min_train_length", 1)), int(r["max_train_length"]))
+                   for r in records})
+  for low, high in ranges:
+    ax.axvspan(low, high, color="gray", alpha=0.12, linewidth=0)
+
+
+def _training_handle() -> list[Any]:
+  """The legend entry of the training-range shading."""
+  from matplotlib import patches  # pylint: disable=g-import-not-at-top
+  return [patches.Patch(color="gray", alpha=0.25, label="training lengths")]
+
+
+def _style(linestyle: str, label: str) -> lines_lib.Line2D:
+  """A black legend line explaining a line style."""
+  return lines_lib.Line2D([], [], color="black", linestyle=linestyle, linewidth=1.2, label=label)
+
+
+# ------------------------------------------------------------ scheme modules
+
+def scheme_instances(model: nn.Module, params: Mapping[str, Any]) -> list[tuple[Path, Any]]:
+  """Every positional-scheme module the model calls, with its path in the param tree.
+
+  The model is run abstractly (`jax.eval_shape`, a 1×2 batch) with a method
+  interceptor that records each bound `PositionScheme`; a module shared by
+  several layers appears once.
 
   Args:
-    params: one replica's params (no leading seed axis).
+    model: an unbound model of any architecture (`model.apply(variables,
+      inputs, targets)`).
+    params: one replica's parameters (no leading seed axis).
 
   Returns:
-    `{stack: {module name: bias_NxH}}` for the encoder and decoder stacks that
-    hold one (`position` when shared by the stack's layers, `position_<i>` per
-    layer otherwise).
+    `[(path, module)]` in call order; `module` carries the scheme's settings
+    (`causal`, `num_buckets`, `max_relative_position`, ...).
   """
-  out: dict[str, dict[str, np.ndarray]] = {}
-  for stack in ("encoder", "decoder"):
-    found = {name: np.asarray(module["rel_bias"])
-             for name, module in params.get(stack, {}).items()
-             if name.startswith("position") and isinstance(module, Mapping)
-             and "rel_bias" in module}
-    if found:
-      out[stack] = dict(sorted(found.items(), key=lambda kv: _layer_index(kv[0])))
-  return out
+  found: dict[Path, Any] = {}
+
+  def record(next_fun, args, kwargs, context):
+    """Notes bound scheme modules, then calls through."""
+    module = context.module
+    if isinstance(module, base.PositionScheme) and module.scope is not None:
+      found.setdefault(tuple(module.path), module)
+    return next_fun(*args, **kwargs)
+
+  tokens_1x2 = jnp.full((1, 2), 4, jnp.int32)  # any ids: nothing is computed
+  with nn.intercept_methods(record):
+    jax.eval_shape(lambda p: model.apply({"params": p}, tokens_1x2, tokens_1x2), params)
+  return list(found.items())
 
 
-def learned_bias_curves(params: Mapping[str, Any], config, path: str, *,
-                        max_relative: int | None = None, max_train_length: int | None = None,
-                        seed: int | None = None) -> str:
-  """T5's learned bias per head vs relative distance (key − query), per stack.
+def _param_subtree(params: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
+  """The parameters under `path` (empty if the module has none)."""
+  for name in path:
+    if not isinstance(params, Mapping) or name not in params:
+      return {}
+    params = params[name]
+  return params
 
-  The encoder is bidirectional (distances of both signs); the decoder is causal
-  (keys at or before the query only). Each bucket's bias is drawn at every
-  distance that falls in it, so the log-spaced buckets show as steps.
+
+def _panel_title(path: Path, causal: bool) -> str:
+  """`"decoder/position_0 (causal)"`."""
+  return f"{'/'.join(path)} ({'causal' if causal else 'bidirectional'})"
+
+
+def bucket_edges(rel_R: np.ndarray, *, bidirectional: bool, num_buckets: int,
+                 max_distance: int) -> np.ndarray:
+  """Where T5's bucket changes along a range of relative distances.
 
   Args:
+    rel_R: increasing consecutive distances (key − query).
+    bidirectional, num_buckets, max_distance: `t5.relative_position_bucket`'s.
+
+  Returns:
+    The edges, half-way between the two distances whose buckets differ.
+  """
+  bucket_R = np.asarray(t5.relative_position_bucket(
+      jnp.asarray(rel_R), bidirectional=bidirectional, num_buckets=num_buckets,
+      max_distance=max_distance))
+  return rel_R[1:][bucket_R[1:] != bucket_R[:-1]] - 0.5
+
+
+def learned_bias_curves(model: nn.Module, params: Mapping[str, Any], path: str, *,
+                        max_relative: int | None = None, max_train_length: int | None = None,
+                        seed: int | None = None) -> str:
+  """T5's learned bias b(key − query) per head vs relative distance, per bias table.
+
+  One panel per T5 module (rows: the modules' parent, e.g. a stack; a table
+  shared by the layers of a stack is one panel). A bidirectional table is drawn
+  for distances of both signs, a causal one for keys at or before the query.
+  Each bucket's bias is drawn at every distance that falls in it (steps), and
+  the bucket edges are marked by dotted lines.
+
+  Args:
+    model: the run's model (any architecture).
     params: one replica's params.
-    config: the run's config (reads `model.position.num_buckets`, `max_distance`).
     path: the PNG to write.
     max_relative: the largest |distance| drawn (default 1.5 × max_distance).
     max_train_length: if given, shades the distances seen in training
@@ -107,39 +231,106 @@ def learned_bias_curves(params: Mapping[str, Any], config, path: str, *,
     `path`.
 
   Raises:
-    ValueError: the params hold no T5 bias table.
+    ValueError: the model holds no T5 bias table.
   """
-  tables_ = t5_bias_tables(params)
-  if not tables_:
-    raise ValueError("these params hold no T5 `rel_bias` table (encoder/decoder position*); "
-                     f"the run's scheme is {config.model.position.name!r}")
-  position = config.model.position
-  max_relative = max_relative or int(1.5 * position.max_distance)
-  columns = max(len(t) for t in tables_.values())
-  fig = _figure(4.2 * columns + 1.5, 3.0 * len(tables_))
-  for row, (stack, by_module) in enumerate(tables_.items()):
-    causal = stack == "decoder"
-    rel_R = np.arange(-max_relative, 1 if causal else max_relative + 1)
-    bucket_R = np.asarray(t5.relative_position_bucket(
-        jnp.asarray(rel_R), bidirectional=not causal, num_buckets=position.num_buckets,
-        max_distance=position.max_distance))
-    for col, (name, bias_NxH) in enumerate(by_module.items()):
-      ax = fig.add_subplot(len(tables_), columns, row * columns + col + 1)
+  found = [(p, m, np.asarray(_param_subtree(params, p)["rel_bias"]))
+           for p, m in scheme_instances(model, params)
+           if isinstance(m, t5.T5Bias) and "rel_bias" in _param_subtree(params, p)]
+  if not found:
+    raise ValueError("this model holds no T5 bias table (`rel_bias` of a T5Bias module); "
+                     "learned_bias_curves needs model.position.name == 't5'")
+  rows: dict[Path, list] = {}
+  for item in found:
+    rows.setdefault(item[0][:-1], []).append(item)
+  columns = max(len(r) for r in rows.values())
+  fig = _figure(4.4 * columns + 1.5, 3.0 * len(rows))
+  first = found[0][1]
+  for row, items in enumerate(rows.values()):
+    for col, (module_path, module, bias_NxH) in enumerate(items):
+      ax = fig.add_subplot(len(rows), columns, row * columns + col + 1)
+      reach = max_relative or int(1.5 * module.max_distance)
+      rel_R = np.arange(-reach, 1 if module.causal else reach + 1)
+      bucket_R = np.asarray(t5.relative_position_bucket(
+          jnp.asarray(rel_R), bidirectional=not module.causal,
+          num_buckets=module.num_buckets, max_distance=module.max_distance))
       for h in range(bias_NxH.shape[1]):
-        ax.plot(rel_R, bias_NxH[bucket_R, h], linewidth=1, label=f"head {h}")
+        ax.plot(rel_R, bias_NxH[bucket_R, h], linewidth=1, drawstyle="steps-mid",
+                label=f"head {h}")
+      edges_E = bucket_edges(rel_R, bidirectional=not module.causal,
+                             num_buckets=module.num_buckets, max_distance=module.max_distance)
+      for i, edge in enumerate(edges_E):
+        ax.axvline(edge, color="gray", linestyle=":", linewidth=0.6,
+                   label="bucket edges" if i == 0 else None)
       if max_train_length:
-        ax.axvspan(-(max_train_length - 1), 0 if causal else max_train_length - 1,
+        ax.axvspan(-(max_train_length - 1), 0 if module.causal else max_train_length - 1,
                    color="gray", alpha=0.12, label="training distances")
-      shared = name == "position"
-      ax.set_title(f"{stack} ({'all layers' if shared else name.replace('position_', 'layer ')})"
-                   f"{'' if causal else ', bidirectional'}", fontsize=9)
+      ax.set_title(_panel_title(module_path, module.causal), fontsize=9)
       ax.set_xlabel("key − query position")
       ax.set_ylabel("bias")
       ax.grid(alpha=0.3)
-      if row == 0 and col == columns - 1:
+      if row == 0 and col == len(items) - 1:
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-  fig.suptitle(f"T5 relative bias (num_buckets={position.num_buckets}, "
-               f"max_distance={position.max_distance})"
+  fig.suptitle(f"T5 relative bias (num_buckets={first.num_buckets}, "
+               f"max_distance={first.max_distance})"
+               + ("" if seed is None else f", seed {seed}"), fontsize=10)
+  return _save(fig, path)
+
+
+def shaw_key_norms(model: nn.Module, params: Mapping[str, Any], path: str, *,
+                   max_train_length: int | None = None, seed: int | None = None) -> str:
+  """Norms of Shaw's key-table rows ‖a^K[clip(d, −k, k) + k]‖ vs relative distance d.
+
+  One curve per Shaw module (one per layer), a panel for the bidirectional
+  modules (encoder) and one for the causal ones (keys at or before the query).
+  Distances are drawn to 2k (at least k + 4), so the flat continuation past the
+  clipping distance shows; ±k is marked.
+
+  Args:
+    model: the run's model (any architecture).
+    params: one replica's params.
+    path: the PNG to write.
+    max_train_length: if given, shades the distances seen in training.
+    seed: the replica's seed, for the title.
+
+  Returns:
+    `path`.
+
+  Raises:
+    ValueError: the model holds no Shaw key table.
+  """
+  found = [(p, m, np.asarray(_param_subtree(params, p)["key_table"]))
+           for p, m in scheme_instances(model, params)
+           if isinstance(m, shaw.Shaw) and "key_table" in _param_subtree(params, p)]
+  if not found:
+    raise ValueError("this model holds no Shaw key table (`key_table` of a Shaw module with "
+                     "use_keys); shaw_key_norms needs model.position.name == 'shaw'")
+  panels = {causal: [f for f in found if f[1].causal == causal] for causal in (False, True)}
+  panels = {causal: items for causal, items in panels.items() if items}
+  fig = _figure(5.5 * len(panels) + 1.5, 3.6)
+  for col, (causal, items) in enumerate(panels.items()):
+    ax = fig.add_subplot(1, len(panels), col + 1)
+    clips = sorted({m.max_relative_position for _, m, _ in items})
+    reach = max(2 * clips[-1], clips[-1] + 4)
+    rel_R = np.arange(-reach, 1 if causal else reach + 1)
+    for module_path, module, table_RxK in items:
+      k = module.max_relative_position
+      norms_R = np.linalg.norm(table_RxK, axis=-1)[np.clip(rel_R, -k, k) + k]
+      ax.plot(rel_R, norms_R, linewidth=1.2, marker="o", markersize=2,
+              label="/".join(module_path))
+    for k in clips:
+      for edge in ([-k] if causal else [-k, k]):
+        ax.axvline(edge, color="black", linestyle="--", linewidth=0.8,
+                   label=f"clipping distance k = {k}" if edge == -k else None)
+    if max_train_length:
+      ax.axvspan(-(max_train_length - 1), 0 if causal else max_train_length - 1,
+                 color="gray", alpha=0.12, label="training distances")
+    ax.set_title("causal (keys at or before the query)" if causal else "bidirectional",
+                 fontsize=9)
+    ax.set_xlabel("key − query position d")
+    ax.set_ylabel("‖key-table row‖")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+  fig.suptitle("Shaw key-table row norms vs relative distance"
                + ("" if seed is None else f", seed {seed}"), fontsize=10)
   return _save(fig, path)
 
@@ -187,9 +378,3 @@ def _save(fig: figure_lib.Figure, path: str) -> str:
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   fig.savefig(path, dpi=110, bbox_inches="tight", format="png")
   return path
-
-
-def _layer_index(name: str) -> int:
-  """`position_<i>` -> i; the shared `position` first."""
-  tail = name.rpartition("_")[2]
-  return int(tail) if tail.isdigit() else -1

@@ -9,12 +9,14 @@ An ablation config file defines `get_config(arg=None)` (the base config) and
 A dict value replaces the whole sub-config (a scheme switch must: each scheme
 has its own keys); any other value sets one existing key (type-checked by
 ml_collections). Each run trains into `<sweep_dir>/<run name>`; the run name is
-made from its overrides (`shaw`, `max_relative_position=4`, `t5+randomized`).
-Seeds are not separate runs: set `num_seeds` (replicas trained together in one
-vmapped program), and the tables report mean ± std over them.
+made from its overrides (`shaw`, `max_relative_position=4`, `t5+randomized`,
+`rope+scan_length`). Seeds are not separate runs: set `num_seeds` (replicas
+trained together in one vmapped program), and the tables report mean ± std over
+them.
 
-One command per table:
+One command per table (the two forms are the same):
 
+  python train.py --config configs/ablations/schemes.py --workdir runs/schemes
   python -m relpos_jax.sweep --config configs/ablations/schemes.py --sweep_dir runs/schemes
 
 trains every run (finished runs are skipped, interrupted ones resume), then
@@ -22,6 +24,19 @@ evaluates them all and writes `<sweep_dir>/eval/`: records.jsonl, exact_match.md
 errors.md, results.csv and accuracy_vs_length.png (`python eval.py --sweep_dir
 runs/schemes` redoes only that part). `--runs a,b` restricts the sweep to some
 runs; `--config.num_steps=500` (any key) overrides the base config.
+
+`--sweep_shard i/n` trains only runs i, i+n, i+2n, ... (0-based, in sweep
+order), so n processes or a cluster job array share one sweep directory:
+
+  for i in 0 1 2 3; do
+    python train.py --config configs/ablations/schemes.py --workdir runs/schemes \
+        --sweep_shard $i/4 &
+  done
+
+A shard evaluates the sweep only if every run is finished when its own runs are,
+so the last shard to finish writes the tables (two finishing together may both
+do it); the others name the runs still missing. `python eval.py --sweep_dir
+runs/schemes` writes the tables at any time from the finished runs.
 """
 
 from __future__ import annotations
@@ -109,6 +124,11 @@ def load_sweep(spec: str | types.ModuleType,
   return module.get_config(arg), [dict(o) for o in module.get_sweep()]
 
 
+def is_sweep_config(spec: str) -> bool:
+  """Whether the config file of `spec` (`"path.py[:arg]"`) defines `get_sweep()`."""
+  return hasattr(load_module(split_config_spec(spec)[0]), "get_sweep")
+
+
 # ------------------------------------------------------------------ expansion
 
 def apply_overrides(config: ml_collections.ConfigDict,
@@ -148,10 +168,11 @@ def apply_overrides(config: ml_collections.ConfigDict,
 def run_name(overrides: Override, *, long: bool = False) -> str:
   """A short, path-safe name for a run made from its overrides.
 
-  A scheme config gives its name (`shaw`), a bool its key or `no_<key>`
-  (`randomized.enabled` counts as `randomized`), anything else `key=value`;
-  parts are joined by `+`; no overrides give `base`. `long=True` uses full
-  dotted keys and spells out every key of a sub-config
+  A scheme config gives its name (`shaw`), a data config or a `task` key its
+  task (`reverse`; SCAN with its split: `scan_length`), a bool its key or
+  `no_<key>` (`randomized.enabled` counts as `randomized`), anything else
+  `key=value`; parts are joined by `+`; no overrides give `base`. `long=True`
+  uses full dotted keys and spells out every key of a sub-config
   (`shaw-max_relative_position=4-use_keys=True-...`).
 
   Args:
@@ -173,11 +194,20 @@ def _name_part(key: str, value: Any, long: bool) -> str:
     items = _plain(value)
     if "name" in items and not long:
       return str(items["name"])
+    if "task" in items and not long:
+      return _task_name(items["task"], items.get("scan_split"))
     inner = [f"{k}={_value_text(v)}" for k, v in sorted(items.items()) if k != "name"]
     return "-".join([str(items.get("name", leaf))] + inner)
+  if keys[-1] == "task" and not long:
+    return _task_name(value)
   if isinstance(value, bool):
     return leaf if value else f"no_{leaf}"
   return f"{leaf}={_value_text(value)}"
+
+
+def _task_name(task: str, scan_split: str | None = None) -> str:
+  """A task as it appears in a run name: `copy`, `scan_length`, `tfds:x` (made safe later)."""
+  return f"{task}_{scan_split}" if task == "scan" and scan_split else str(task)
 
 
 def _plain(value: Mapping[str, Any] | ml_collections.ConfigDict) -> dict[str, Any]:
@@ -234,6 +264,67 @@ def select(runs: Sequence[tuple[str, Any]], names: Sequence[str] | None) -> list
   return [r for r in runs if r[0] in names]
 
 
+def parse_shard(spec: str | None) -> tuple[int, int] | None:
+  """`"i/n"` -> `(i, n)`; None or "" -> None (no sharding).
+
+  Args:
+    spec: the `--sweep_shard` value.
+
+  Returns:
+    `(index, count)` with `0 <= index < count`, or None.
+
+  Raises:
+    ValueError: not two integers `i/n`, or not `0 <= i < n` (names the flag).
+  """
+  problem = _shard_problem(spec)
+  if problem:
+    raise ValueError(f"--sweep_shard={spec!r}: {problem}")
+  if not spec:
+    return None
+  index, count = spec.split("/")
+  return int(index), int(count)
+
+
+def _shard_problem(spec: str | None) -> str | None:
+  """What is wrong with a `--sweep_shard` value, or None if it is valid (or unset)."""
+  if not spec:
+    return None
+  match = re.fullmatch(r"(\d+)/(\d+)", spec)
+  if not match:
+    return "expected i/n with integers 0 <= i < n, e.g. --sweep_shard=0/4 for the first of 4"
+  index, count = int(match.group(1)), int(match.group(2))
+  if not 0 <= index < count:
+    return (f"need 0 <= i < n (shards are numbered 0 to n-1), e.g. "
+            f"--sweep_shard=0/{max(count, 1)}")
+  return None
+
+
+def shard_runs(runs: Sequence[tuple[str, Any]],
+               shard: tuple[int, int] | None) -> list[tuple[str, Any]]:
+  """Runs `i, i+n, i+2n, ...` of `runs` for `shard = (i, n)`; all of them for None."""
+  if shard is None:
+    return list(runs)
+  index, count = shard
+  return list(runs[index::count])
+
+
+def define_shard_flag() -> flags.FlagHolder:
+  """Defines `--sweep_shard i/n` (validated at flag parsing) for an entry point."""
+  holder = flags.DEFINE_string(
+      "sweep_shard", None, "Train only runs i, i+n, i+2n, ... of the sweep (0 <= i < n), e.g. "
+      "0/4, so n processes share it; the last to finish writes the tables.")
+  flags.register_validator("sweep_shard", _valid_shard)
+  return holder
+
+
+def _valid_shard(spec: str | None) -> bool:
+  """The absl validator of `--sweep_shard` (absl prefixes the flag and value to the message)."""
+  problem = _shard_problem(spec)
+  if problem:
+    raise flags.ValidationError(problem)
+  return True
+
+
 # ------------------------------------------------------------- the sweep dir
 
 def run_dirs(sweep_dir: str) -> list[str]:
@@ -267,8 +358,11 @@ def _write_sweep_file(sweep_dir: str, source: str, names: Sequence[str],
   runs = [{"name": n, "overrides": {k: _plain(v) if isinstance(v, _MAPPINGS) else v
                                      for k, v in o.items()}}
           for n, o in zip(names, overrides)]
-  with open(os.path.join(sweep_dir, SWEEP_FILE), "w") as f:
+  path = os.path.join(sweep_dir, SWEEP_FILE)
+  partial = f"{path}.{os.getpid()}.tmp"  # shards write it concurrently: replace it whole
+  with open(partial, "w") as f:
     json.dump({"config": source, "runs": runs}, f, indent=1)
+  os.replace(partial, path)
 
 
 def _trained_step(workdir: str, config: ml_collections.ConfigDict) -> int:
@@ -288,13 +382,14 @@ def _trained_step(workdir: str, config: ml_collections.ConfigDict) -> int:
 
 def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
               base_config: ml_collections.ConfigDict | None = None, arg: str | None = None,
-              only: Sequence[str] | None = None, run_eval: bool = True,
-              lengths: Sequence[int] | None = None, batch_size: int | None = None,
-              out_dir: str | None = None) -> list[dict]:
-  """Trains every run of a sweep into `sweep_dir/<run>`, then evaluates them.
+              only: Sequence[str] | None = None, shard: str | None = None,
+              run_eval: bool = True, lengths: Sequence[int] | None = None,
+              batch_size: int | None = None, out_dir: str | None = None) -> list[dict]:
+  """Trains the runs of a sweep into `sweep_dir/<run>`, then evaluates them all.
 
   Finished runs (a checkpoint at `num_steps`) are skipped; interrupted ones
-  resume from their last checkpoint.
+  resume from their last checkpoint. The evaluation waits for every run: if
+  some are unfinished (other shards still training them), it is skipped.
 
   Args:
     config: the sweep config file (`"path.py[:arg]"`) or its module.
@@ -303,50 +398,68 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
       command-line overrides applied).
     arg: `get_config`'s argument when `config` has no `:arg`.
     only: run names to restrict the sweep to.
+    shard: `"i/n"`: train only runs i, i+n, i+2n, ... (of the sweep, or of
+      `only`).
     run_eval: evaluate the runs and write the report afterwards.
     lengths: eval lengths (default: each run's config).
     batch_size: eval decoding batch size (default: each run's).
     out_dir: the report folder (default `sweep_dir/eval`).
 
   Returns:
-    The eval records (empty when `run_eval` is False).
+    The eval records (empty when not evaluated).
+
+  Raises:
+    ValueError: a bad `shard`, an unknown run in `only`, or a run directory that
+      holds a run with another config.
   """
+  shard_spec = parse_shard(shard)
   base, overrides = load_sweep(config, arg)
   base = base_config if base_config is not None else base
   all_runs = expand(base, overrides)
   runs = select(all_runs, only)
+  mine = shard_runs(runs, shard_spec)
   source = config if isinstance(config, str) else getattr(config, "__file__", str(config))
   _write_sweep_file(sweep_dir, source, [n for n, _ in all_runs], overrides)
-  workdirs = []
-  for i, (name, run_config) in enumerate(runs):
-    workdir = os.path.join(sweep_dir, name)
-    workdirs.append(workdir)
-    step = _trained_step(workdir, run_config)
-    if step >= run_config.num_steps:
-      logging.info("run %d/%d %s: finished (step %d), skipping", i + 1, len(runs), name, step)
-      continue
-    logging.info("run %d/%d %s: training%s", i + 1, len(runs), name,
-                 f" (resuming from step {step})" if step else "")
-    start = time.perf_counter()
-    train_lib.train_and_evaluate(run_config, workdir)
-    logging.info("run %d/%d %s: trained in %.0fs", i + 1, len(runs), name,
-                 time.perf_counter() - start)
+  if shard_spec:
+    logging.info("shard %s: %d of the %d runs: %s", shard, len(mine), len(runs),
+                 ", ".join(n for n, _ in mine) or "none")
+  for i, (name, run_config) in enumerate(mine):
+    _train_run(os.path.join(sweep_dir, name), run_config, f"run {i + 1}/{len(mine)} {name}")
   if not run_eval:
     return []
+  unfinished = [n for n, c in runs if _trained_step(os.path.join(sweep_dir, n), c) < c.num_steps]
+  if unfinished:
+    logging.warning("not evaluating yet: %d of %d runs are unfinished (%s). Once every shard "
+                    "is done, `python eval.py --sweep_dir %s` writes the tables.",
+                    len(unfinished), len(runs), ", ".join(unfinished), sweep_dir)
+    return []
+  workdirs = [os.path.join(sweep_dir, n) for n, _ in runs]
   return evaluate.evaluate_runs(workdirs, out_dir or os.path.join(sweep_dir, "eval"),
                                 lengths=lengths, batch_size=batch_size,
-                                names=[os.path.basename(w) for w in workdirs])
+                                names=[n for n, _ in runs])
+
+
+def _train_run(workdir: str, config: ml_collections.ConfigDict, label: str) -> None:
+  """Trains one run to `num_steps`: skipped if finished, resumed if interrupted."""
+  step = _trained_step(workdir, config)
+  if step >= config.num_steps:
+    logging.info("%s: finished (step %d), skipping", label, step)
+    return
+  logging.info("%s: training%s", label, f" (resuming from step {step})" if step else "")
+  start = time.perf_counter()
+  train_lib.train_and_evaluate(config, workdir)
+  logging.info("%s: trained in %.0fs", label, time.perf_counter() - start)
 
 
 def main(argv: Sequence[str]) -> None:
-  """`python -m relpos_jax.sweep --config <file>[:arg] --sweep_dir <dir>`."""
+  """`python -m relpos_jax.sweep --config <file>[:arg] --sweep_dir <dir> [--sweep_shard i/n]`."""
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   log_setup.setup()
   config_flag = flags.FLAGS["config"]
   records = run_sweep(config_flag.config_filename, flags.FLAGS.sweep_dir,
                       base_config=config_flag.value, only=flags.FLAGS.runs,
-                      run_eval=flags.FLAGS.eval,
+                      shard=flags.FLAGS.sweep_shard, run_eval=flags.FLAGS.eval,
                       lengths=[int(n) for n in flags.FLAGS.lengths or []] or None,
                       batch_size=flags.FLAGS.batch_size, out_dir=flags.FLAGS.out)
   if records:
@@ -364,6 +477,7 @@ def _define_flags() -> None:
   flags.DEFINE_list("lengths", None, "Eval lengths (default: each run's config).")
   flags.DEFINE_integer("batch_size", None, "Eval decoding batch size (default: config's).")
   flags.DEFINE_string("out", None, "Report folder (default: <sweep_dir>/eval).")
+  define_shard_flag()
   flags.mark_flags_as_required(["config", "sweep_dir"])
 
 

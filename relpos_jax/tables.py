@@ -2,13 +2,18 @@
 
 A record is one (run, seed, length) result, as `evaluate.evaluate_workdir`
 writes them: identity keys (`run`, `scheme`, `task`, `seed`, `length`,
-`min_train_length`, `max_train_length`, ...) and float metrics (`exact_match`,
-`content_errors`, `stop_errors`, ...). A NaN metric means "n/a": the scheme could
-not encode that length (e.g. a learned position table too short).
+`min_train_length`, `max_train_length`, `error`, ...) and float metrics
+(`exact_match`, `token_accuracy`, `loss`, `fail_pure_stop`, ...). A record with
+an `error` is *not representable*: the scheme cannot encode that length (e.g. a
+learned position table too short); its metrics are NaN and its cells read `n/a`.
+A NaN metric without an error has no value for another reason (a share of the
+failures where nothing failed) and reads `—`.
 
 Statistics over seeds: the mean, and the sample standard deviation (ddof=1) when
-there are two or more seeds. Summaries over a range of lengths ("in-dist",
-"extrap") average each seed over the lengths first, then take mean ± std over
+there are two or more seeds. Lengths are grouped relative to the run's longest
+training length L (`length_groups`): in-distribution (≤ L), the eval lengths
+nearest 1.5 L, 2 L and 4 L, and all of extrapolation (> L). A group's value
+averages each seed over the group's lengths first, then takes mean ± std over
 seeds, so the spread is the spread between seeds.
 """
 
@@ -25,16 +30,37 @@ Record = dict[str, Any]
 NA = "n/a"
 EMPTY = "—"
 PARTIAL = "†"
+MULTIPLES = (1.5, 2.0, 4.0)
+MULTIPLE_TOLERANCE = 0.15  # a length within 15% of m·L stands for "m×"
+IN_DIST, EXTRAP = "in-dist", "extrap"
 METRIC_NAMES = {
     "exact_match": "Exact match (greedy decoding; every target token and the EOS right)",
-    "token_accuracy": "Token accuracy (fraction of target positions, EOS included, right)",
+    "token_accuracy": "Token accuracy (greedy decoding; fraction of target positions, EOS "
+                      "included, right)",
+    "loss": "Teacher-forced loss (cross-entropy per target token, EOS included; nats)",
+    "oracle_exact_match": "Oracle-length exact match (EOS forbidden before the true length "
+                          "and forced there: content alone)",
+    "oracle_token_accuracy": "Oracle-length token accuracy (EOS forced at the true length)",
     "length_accuracy": "Length accuracy (EOS at the right position)",
-    "content_errors": "Content errors (a wrong token before either sequence ends)",
-    "stop_errors": "Stop errors (every shared token right, EOS too early or too late)",
-    "mean_first_error": "Mean index of the first wrong token (target length + 1 if exact)",
+    "content_errors": "Content errors (a wrong token before either sequence ends; fraction "
+                      "of all examples)",
+    "stop_errors": "Stop errors (every shared token right, EOS too early or too late; "
+                   "fraction of all examples)",
+    "fail_too_short": "Share of the failures that stop too early",
+    "fail_too_long": "Share of the failures that stop too late",
+    "fail_right_length": "Share of the failures that have the right length",
+    "fail_pure_stop": "Share of the failures that are pure stopping errors",
+    "first_wrong_median": "Median index of the first wrong token among the failures",
 }
-LENGTH_UNIT = ("Columns are eval lengths: input tokens for synthetic tasks, target tokens "
+MAIN_METRICS = ("exact_match", "token_accuracy", "loss", "oracle_exact_match",
+                "oracle_token_accuracy")
+ANATOMY_COLUMNS = {"fail_too_short": "too short", "fail_too_long": "too long",
+                   "fail_right_length": "right length", "fail_pure_stop": "pure stop",
+                   "first_wrong_median": "first wrong (median)"}
+LENGTH_UNIT = ("Lengths are eval lengths: input tokens for synthetic tasks, target tokens "
                "for SCAN and TFDS sources.")
+NA_LEGEND = (f"{NA}: not representable: the scheme cannot encode that length (e.g. a learned "
+             "position table shorter than the padded sequence; see the records' `error`).")
 
 
 def by_run(records: Sequence[Record]) -> dict[str, list[Record]]:
@@ -69,19 +95,20 @@ def seed_matrix(records: Sequence[Record],
     metric: a metric key.
 
   Returns:
-    `(lengths, seeds, values_SxL, present_SxL)`: sorted lengths and seeds; the
-    values (NaN where missing or n/a) and whether a record exists at all.
+    `(lengths, seeds, values_SxL, na_SxL)`: sorted lengths and seeds; the
+    values (NaN where missing or without value) and whether the record is not
+    representable (has an `error`).
   """
   lengths = sorted({int(r["length"]) for r in records})
   seeds = sorted({int(r["seed"]) for r in records})
   values_SxL = np.full((len(seeds), len(lengths)), np.nan)
-  present_SxL = np.zeros_like(values_SxL, bool)
+  na_SxL = np.zeros_like(values_SxL, bool)
   for r in records:
     s, l = seeds.index(int(r["seed"])), lengths.index(int(r["length"]))
     value = r.get(metric)
     values_SxL[s, l] = np.nan if value is None else float(value)
-    present_SxL[s, l] = True
-  return lengths, seeds, values_SxL, present_SxL
+    na_SxL[s, l] = bool(r.get("error"))
+  return lengths, seeds, values_SxL, na_SxL
 
 
 def mean_std(values: np.ndarray) -> tuple[float, float, int]:
@@ -102,8 +129,8 @@ def length_stats(records: Sequence[Record], metric: str = "exact_match"):
     metric: a metric key.
 
   Returns:
-    `(lengths, mean_L, std_L, count_L)`: numpy arrays; NaN mean where every
-    seed is n/a or missing.
+    `(lengths, mean_L, std_L, count_L)`: numpy arrays; NaN mean where no seed
+    has a value.
   """
   lengths, _, values_SxL, _ = seed_matrix(records, metric)
   stats = [mean_std(values_SxL[:, l]) for l in range(len(lengths))]
@@ -111,36 +138,64 @@ def length_stats(records: Sequence[Record], metric: str = "exact_match"):
           np.asarray([s[1] for s in stats]), np.asarray([s[2] for s in stats]))
 
 
-def range_stats(records: Sequence[Record], metric: str,
-                beyond_training: bool) -> tuple[float, float, int, bool] | None:
-  """Mean ± std over seeds of each seed's mean over a range of lengths.
+def multiple_label(multiple: float) -> str:
+  """`1.5` -> `"1.5×"`, `2.0` -> `"2×"`."""
+  return f"{multiple:g}×"
+
+
+def length_groups(lengths: Sequence[int], max_train_length: int) -> dict[str, list[int]]:
+  """The eval lengths of each column group, relative to the longest training length L.
+
+  Args:
+    lengths: a run's eval lengths.
+    max_train_length: L.
+
+  Returns:
+    `{"in-dist": lengths ≤ L, "1.5×": [n], "2×": [n], "4×": [n], "extrap":
+    lengths > L}`, where the m× group holds the eval length > L nearest m·L if
+    it lies within 15% of m·L (else none).
+  """
+  lengths = sorted({int(n) for n in lengths})
+  beyond = [n for n in lengths if n > max_train_length]
+  groups = {IN_DIST: [n for n in lengths if n <= max_train_length]}
+  for m in MULTIPLES:
+    goal = m * max_train_length
+    near = min(beyond, key=lambda n, goal=goal: (abs(n - goal), n), default=None)
+    ok = near is not None and abs(near - goal) <= MULTIPLE_TOLERANCE * goal
+    groups[multiple_label(m)] = [near] if ok else []
+  groups[EXTRAP] = beyond
+  return groups
+
+
+def group_stats(records: Sequence[Record], metric: str,
+                group: Sequence[int]) -> tuple[float, float, int, bool, bool] | None:
+  """Mean ± std over seeds of each seed's mean over a group of lengths.
 
   Args:
     records: the records of one run.
     metric: a metric key.
-    beyond_training: lengths > max_train_length (extrapolation) or <= it.
+    group: eval lengths (one of `length_groups`).
 
   Returns:
-    `(mean, std, seeds, partial)` (NaN mean if every length is n/a; `partial`:
-    some lengths of the range were n/a and left out), or None if the run has
-    no eval length in the range.
+    `(mean, std, seeds, partial, not_representable)`: `partial`: some lengths of
+    the group are not representable and left out; `not_representable`: all are.
+    None if the group is empty.
   """
-  max_train = _max_train_length(records)
-  lengths, _, values_SxL, present_SxL = seed_matrix(records, metric)
-  in_range_L = (np.asarray(lengths) > max_train) == beyond_training
-  if not in_range_L.any():
+  if not group:
     return None
-  values_SxR = values_SxL[:, in_range_L]
-  partial = bool((np.isnan(values_SxR) & present_SxL[:, in_range_L]).any())
-  with np.errstate(all="ignore"):
-    per_seed_S = np.array([np.nanmean(row) if (~np.isnan(row)).any() else np.nan
-                           for row in values_SxR])
+  lengths, _, values_SxL, na_SxL = seed_matrix(records, metric)
+  cols = [lengths.index(n) for n in group if n in lengths]
+  if not cols:
+    return None
+  values_SxG, na_SxG = values_SxL[:, cols], na_SxL[:, cols]
+  per_seed_S = np.array([np.mean(row[~np.isnan(row)]) if (~np.isnan(row)).any() else np.nan
+                         for row in values_SxG])
   mean, std, count = mean_std(per_seed_S)
-  return mean, std, count, partial and count > 0
+  return mean, std, count, bool(na_SxG.any()) and count > 0, bool(na_SxG.all())
 
 
 def format_stat(mean: float, std: float, count: int, digits: int = 2) -> str:
-  """`"m ± s"`, just `"m"` for one seed, `"n/a"` without a value.
+  """`"m ± s"`, just `"m"` for one seed, `"—"` without a value.
 
   Args:
     mean, std, count: `mean_std`'s result.
@@ -150,15 +205,32 @@ def format_stat(mean: float, std: float, count: int, digits: int = 2) -> str:
     The cell text.
   """
   if count == 0 or np.isnan(mean):
-    return NA
+    return EMPTY
   if count == 1:
     return f"{mean:.{digits}f}"
   return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+def length_cell(values_S: np.ndarray, na_S: np.ndarray, digits: int = 2) -> str:
+  """One length's cell: `n/a` if every seed is not representable, else `format_stat`."""
+  if np.asarray(na_S).all():
+    return NA
+  return format_stat(*mean_std(values_S), digits=digits)
+
+
+def group_cell(stats: tuple[float, float, int, bool, bool] | None, digits: int = 2) -> str:
+  """One group's cell: `—` (empty group), `n/a`, or `format_stat` (`†` if partial)."""
+  if stats is None:
+    return EMPTY
+  mean, std, count, partial, na = stats
+  if na:
+    return NA
+  return format_stat(mean, std, count, digits) + (PARTIAL if partial else "")
+
+
 def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
                       digits: int = 2) -> str:
-  """The main table: one row per run, one column per eval length, plus summaries.
+  """One metric's table: a row per run, the length groups, then one column per length.
 
   Args:
     records: records of one or more runs.
@@ -166,143 +238,192 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
     digits: decimals.
 
   Returns:
-    Markdown: a title, the table (`run | scheme | seeds | train | <lengths> |
-    in-dist | extrap`) and a legend.
+    Markdown: a title, the table (`run | scheme | seeds | train | in-dist | 1.5×
+    | 2× | 4× | extrap | <lengths>`) and a legend.
   """
-  groups = by_run(records)
   lengths = sorted({int(r["length"]) for r in records})
-  header = ["run", "scheme", "seeds", "train"] + [str(n) for n in lengths] + ["in-dist", "extrap"]
-  rows, any_na, any_partial, any_empty = [], False, False, False
-  for run, recs in groups.items():
-    run_lengths, mean_L, std_L, count_L = length_stats(recs, metric)
-    cells = {int(n): format_stat(m, s, c, digits)
-             for n, m, s, c in zip(run_lengths, mean_L, std_L, count_L)}
-    any_na |= NA in cells.values()
-    summaries = []
-    for beyond in (False, True):
-      stats = range_stats(recs, metric, beyond)
-      if stats is None:
-        summaries.append(EMPTY)
-        any_empty = True
-        continue
-      mean, std, count, partial = stats
-      summaries.append(format_stat(mean, std, count, digits) + (PARTIAL if partial else ""))
-      any_partial |= partial
-    rows.append([run, _scheme(recs), str(len({r["seed"] for r in recs})), _train_range(recs)]
-                + [cells.get(n, "") for n in lengths] + summaries)
+  group_names = list(length_groups([], 1))
+  header = ["run", "scheme", "seeds", "train"] + group_names + [str(n) for n in lengths]
+  rows, cells_seen = [], set()
+  for run, recs in by_run(records).items():
+    run_lengths, _, values_SxL, na_SxL = seed_matrix(recs, metric)
+    cells = {n: length_cell(values_SxL[:, i], na_SxL[:, i], digits)
+             for i, n in enumerate(run_lengths)}
+    groups = length_groups(run_lengths, _max_train_length(recs))
+    summaries = [group_cell(group_stats(recs, metric, groups[g]), digits) for g in group_names]
+    row_cells = summaries + [cells.get(n, "") for n in lengths]
+    cells_seen.update(c for c in row_cells if c in (NA, EMPTY) or c.endswith(PARTIAL))
+    rows.append([run, _scheme(recs), str(num_seeds(recs)), _train_range(recs)] + row_cells)
   legend = [
       f"{METRIC_NAMES.get(metric, metric)}; mean ± sample std (ddof=1) over seeds "
       "(one seed: its value).",
       LENGTH_UNIT + " train: the training lengths.",
-      "in-dist: mean over lengths ≤ the longest training length; extrap: mean over longer "
-      "lengths (each seed's mean over those lengths, then mean ± std over seeds)."]
-  if any_empty:
-    legend.append(f"{EMPTY}: the run has no eval length in that range.")
-  if any_na:
-    legend.append(f"{NA}: not evaluated because the scheme cannot encode that length (e.g. "
-                  "a learned position table shorter than the padded sequence; see the "
-                  "records' `error`).")
-  if any_partial:
-    legend.append(f"{PARTIAL}: a summary over the lengths that have a value ({NA} lengths "
-                  "left out).")
-  return _document(f"{_title(metric, records)}", header, rows, legend)
+      _groups_legend(records)]
+  if EMPTY in cells_seen:
+    legend.append(f"{EMPTY}: no value (no eval length in that group, or nothing to average).")
+  if NA in cells_seen:
+    legend.append(NA_LEGEND)
+  if any(c.endswith(PARTIAL) for c in cells_seen):
+    legend.append(f"{PARTIAL}: a group mean over the lengths that are representable "
+                  f"({NA} lengths left out).")
+  return _document(_title(metric, records), header, rows, legend)
 
 
 def error_table(records: Sequence[Record], *, digits: int = 2) -> str:
-  """Failures beyond the training range, split into content and stopping errors.
+  """The failure anatomy: per run and eval length, how the failed examples fail.
 
   Args:
     records: records of one or more runs.
     digits: decimals.
 
   Returns:
-    Markdown: per run, `content / stop` at each length beyond its training
-    range, then over all those lengths: content, stop, and the share of failures
-    that are pure stopping errors; a legend.
+    Markdown: a row per (run, length): `× train`, failures (1 − exact match),
+    the shares of the failures that are too short, too long, of the right
+    length and pure stopping errors, the median first wrong position, and the
+    oracle-length exact match when the records have it; a legend.
   """
-  groups = by_run(records)
-  lengths = sorted({int(r["length"]) for r in records
-                    if int(r["length"]) > int(r["max_train_length"])})
-  header = ["run", "scheme", "seeds"] + [str(n) for n in lengths] + [
-      "content", "stop", "stop share", "first error"]
-  rows = []
-  for run, recs in groups.items():
+  has_oracle = any("oracle_exact_match" in r for r in records)
+  header = (["run", "length", "× train", "failures"] + list(ANATOMY_COLUMNS.values())
+            + (["oracle exact"] if has_oracle else []))
+  rows, seen = [], set()
+  for run, recs in by_run(records).items():
     max_train = _max_train_length(recs)
-    content = dict(zip(*length_stats(recs, "content_errors")[:2]))
-    stop = dict(zip(*length_stats(recs, "stop_errors")[:2]))
-    cells = [_content_stop(content.get(n), stop.get(n), digits) if n > max_train else ""
-             for n in lengths]
-    content_stats = range_stats(recs, "content_errors", True)
-    stop_stats = range_stats(recs, "stop_errors", True)
-    first_stats = range_stats(recs, "mean_first_error", True)
-    if content_stats is None:
-      summary = [EMPTY] * 4
-    else:
-      (c_mean, c_std, c_count, _), (s_mean, s_std, s_count, _) = content_stats, stop_stats
-      failures = c_mean + s_mean
-      summary = [format_stat(c_mean, c_std, c_count, digits),
-                 format_stat(s_mean, s_std, s_count, digits),
-                 f"{s_mean / failures:.{digits}f}" if failures > 0 else NA,
-                 format_stat(*first_stats[:3], digits=1)]
-    rows.append([run, _scheme(recs), str(len({r["seed"] for r in recs}))] + cells + summary)
+    lengths, _, exact_SxL, na_SxL = seed_matrix(recs, "exact_match")
+    anatomy = {m: seed_matrix(recs, m)[2] for m in ANATOMY_COLUMNS}
+    oracle_SxL = seed_matrix(recs, "oracle_exact_match")[2] if has_oracle else None
+    for i, n in enumerate(lengths):
+      cells = [length_cell(1.0 - exact_SxL[:, i], na_SxL[:, i], digits)]
+      cells += [length_cell(anatomy[m][:, i], na_SxL[:, i], 1 if m == "first_wrong_median"
+                            else digits) for m in ANATOMY_COLUMNS]
+      if has_oracle:
+        cells.append(length_cell(oracle_SxL[:, i], na_SxL[:, i], digits))
+      seen.update(cells)
+      rows.append([run, str(n), f"{n / max_train:.2g}"] + cells)
   legend = [
-      "Failures at each eval length beyond the training range, as fractions of all "
-      "examples at that length (mean over seeds): `content / stop`. " + LENGTH_UNIT,
-      "content: a wrong token before either sequence ends. stop: every shared token "
-      "right, but EOS too early or too late. content + stop = 1 − exact match.",
-      "content, stop: mean over those lengths (mean ± sample std over seeds). stop share: "
-      "stop / (content + stop), the part of the failures that are pure stopping errors. "
-      "first error: mean position of the first wrong token over those lengths (an exact "
-      "prediction counts as target length + 1).",
-      f"{NA}: no failures to split, or the scheme cannot encode the lengths. "
-      f"{EMPTY}: the run has no eval length beyond its training range."]
-  if not lengths:
-    legend.insert(0, "No eval length lies beyond the training range.")
-  return _document("Errors beyond the training range", header, rows, legend)
+      "Failure anatomy per eval length (mean ± sample std over seeds). " + LENGTH_UNIT
+      + " × train: the length over the longest training length.",
+      "failures: 1 − exact match. too short / too long / right length: shares of the failed "
+      "examples whose EOS comes too early / too late / at the right position (they sum to 1; "
+      "a right-length failure always has a wrong token).",
+      "pure stop: share of the failures that are pure stopping errors (every emitted token "
+      "right, EOS too early or too late). first wrong (median): median position (0-based, "
+      "the EOS position included) of the first wrong token among the failures."]
+  if EMPTY in seen:
+    legend.append(f"{EMPTY}: nothing failed at that length (no share to take).")
+  if has_oracle:
+    legend.append("oracle exact: exact match when EOS is forbidden before the true length and "
+                  "forced at it, i.e. content alone; oracle exact − exact match is what the "
+                  "stop decision costs.")
+  if NA in seen:
+    legend.append(NA_LEGEND)
+  return _document("Failure anatomy" + task_suffix(records), header, rows, legend)
+
+
+def report(records: Sequence[Record], *, digits: int = 2) -> str:
+  """Every table of an evaluation: each main metric present, then the failure anatomy.
+
+  Args:
+    records: records of one or more runs.
+    digits: decimals.
+
+  Returns:
+    Markdown: exact match, token accuracy, loss and (oracle mode) the oracle
+    metrics in `exact_match_table`'s layout, then `error_table`.
+  """
+  present = set(metric_keys(records))
+  parts = [exact_match_table(records, metric=m, digits=digits)
+           for m in MAIN_METRICS if m in present]
+  return "\n".join(parts + [error_table(records, digits=digits)])
 
 
 def write_csv(records: Sequence[Record], path: str) -> None:
-  """Writes one row per (run, length): every metric's mean and std over seeds.
+  """Writes one row per run: every metric per length group and per length, mean and std.
 
-  Columns: `run, scheme, task, length, min_train_length, max_train_length,
-  in_train_range, seeds`, then `<metric>_mean, <metric>_std` for each metric
-  (empty where n/a).
+  Columns: `run, scheme, task, seeds, min_train_length, max_train_length`, the
+  eval length standing for each multiple (`length_1.5x`, `length_2x`,
+  `length_4x`; empty if none), then for each metric and each group (`in_dist`,
+  `1.5x`, `2x`, `4x`, `extrap`) and each length (`L<n>`): `<metric>_<group>_mean`
+  and `_std`. A cell is `n/a` where not representable and empty where there
+  is no value.
 
   Args:
     records: records of one or more runs.
     path: the .csv file (its folder is created).
   """
   metrics = metric_keys(records)
+  lengths = sorted({int(r["length"]) for r in records})
+  group_names = list(length_groups([], 1))
+  columns = [_csv_name(g) for g in group_names] + [f"L{n}" for n in lengths]
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w", newline="") as f:
     writer = csv.writer(f)
-    writer.writerow(["run", "scheme", "task", "length", "min_train_length", "max_train_length",
-                     "in_train_range", "seeds"]
-                    + [f"{m}_{s}" for m in metrics for s in ("mean", "std")])
+    writer.writerow(["run", "scheme", "task", "seeds", "min_train_length", "max_train_length"]
+                    + [f"length_{_csv_name(multiple_label(m))}" for m in MULTIPLES]
+                    + [f"{m}_{c}_{s}" for m in metrics for c in columns for s in ("mean", "std")])
     for run, recs in by_run(records).items():
-      stats = {m: length_stats(recs, m) for m in metrics}
-      lengths = stats[metrics[0]][0] if metrics else []
-      max_train = _max_train_length(recs)
-      for i, n in enumerate(lengths):
-        row = [run, _scheme(recs), recs[0].get("task", ""), int(n),
-               recs[0].get("min_train_length", ""), max_train, bool(n <= max_train),
-               len({r["seed"] for r in recs if int(r["length"]) == n})]
-        for m in metrics:
-          _, mean_L, std_L, count_L = stats[m]
-          row += ["", ""] if count_L[i] == 0 else [repr(float(mean_L[i])), repr(float(std_L[i]))]
-        writer.writerow(row)
+      run_lengths = sorted({int(r["length"]) for r in recs})
+      groups = length_groups(run_lengths, _max_train_length(recs))
+      row = [run, _scheme(recs), recs[0].get("task", ""), num_seeds(recs),
+             min(int(r.get("min_train_length", 1)) for r in recs), _max_train_length(recs)]
+      row += [groups[multiple_label(m)][0] if groups[multiple_label(m)] else ""
+              for m in MULTIPLES]
+      for metric in metrics:
+        _, _, values_SxL, na_SxL = seed_matrix(recs, metric)
+        for g in group_names:
+          row += _csv_stat(group_stats(recs, metric, groups[g]))
+        for n in lengths:
+          if n not in run_lengths:
+            row += ["", ""]
+            continue
+          i = run_lengths.index(n)
+          if na_SxL[:, i].all():
+            row += [NA, NA]
+          else:
+            row += _csv_stat(mean_std(values_SxL[:, i]) + (False, False))
+      writer.writerow(row)
 
 
-def _content_stop(content: float | None, stop: float | None, digits: int) -> str:
-  """`"c / s"`, or n/a."""
-  if content is None or stop is None or np.isnan(content) or np.isnan(stop):
-    return NA
-  return f"{content:.{digits}f} / {stop:.{digits}f}"
+def _csv_stat(stats: tuple[float, float, int, bool, bool] | None) -> list[str]:
+  """`[mean, std]` as CSV cells: `repr` floats, `n/a`, or empty without a value."""
+  if stats is None:
+    return ["", ""]
+  mean, std, count, _, na = stats
+  if na:
+    return [NA, NA]
+  if count == 0:
+    return ["", ""]
+  return [repr(float(mean)), repr(float(std))]
+
+
+def _csv_name(group: str) -> str:
+  """A group's name in CSV columns: `in-dist` -> `in_dist`, `1.5×` -> `1.5x`."""
+  return group.replace("-", "_").replace("×", "x")
+
+
+def _groups_legend(records: Sequence[Record]) -> str:
+  """Says which eval length stands for each multiple of the longest training length."""
+  parts = []
+  for max_train in sorted({int(r["max_train_length"]) for r in records}):
+    lengths = sorted({int(r["length"]) for r in records if int(r["max_train_length"]) == max_train})
+    groups = length_groups(lengths, max_train)
+    picked = ", ".join(f"{multiple_label(m)} = {groups[multiple_label(m)][0]}"
+                       if groups[multiple_label(m)] else f"{multiple_label(m)}: none"
+                       for m in MULTIPLES)
+    parts.append(f"longest training length {max_train}: {picked}")
+  return (f"{IN_DIST}: mean over lengths ≤ the longest training length L; m×: the eval length "
+          f"> L nearest m·L, if within {MULTIPLE_TOLERANCE:.0%} of it ({'; '.join(parts)}); "
+          f"{EXTRAP}: mean over all lengths > L. Group means average each seed over the "
+          "group's lengths, then take mean ± std over seeds.")
 
 
 def _max_train_length(records: Sequence[Record]) -> int:
   """A run's longest training length (the same in all its records)."""
   return max(int(r["max_train_length"]) for r in records)
+
+
+def num_seeds(records: Sequence[Record]) -> int:
+  """The number of distinct seeds in the records."""
+  return len({r["seed"] for r in records})
 
 
 def _train_range(records: Sequence[Record]) -> str:
@@ -316,11 +437,15 @@ def _scheme(records: Sequence[Record]) -> str:
   return ", ".join(sorted({str(r.get("scheme", "")) for r in records}))
 
 
-def _title(metric: str, records: Sequence[Record]) -> str:
-  """`"<metric> vs length (task ...)"`."""
+def task_suffix(records: Sequence[Record]) -> str:
+  """`" — task copy"`, or empty when the records name no task."""
   tasks = sorted({str(r.get("task", "")) for r in records} - {""})
-  suffix = f" — task {', '.join(tasks)}" if tasks else ""
-  return f"{metric.replace('_', ' ').capitalize()} vs length{suffix}"
+  return f" — task {', '.join(tasks)}" if tasks else ""
+
+
+def _title(metric: str, records: Sequence[Record]) -> str:
+  """`"<metric> vs length — task ..."`."""
+  return f"{metric.replace('_', ' ').capitalize()} vs length{task_suffix(records)}"
 
 
 def _document(title: str, header: list[str], rows: list[list[str]], legend: list[str]) -> str:

@@ -32,6 +32,7 @@ import orbax.checkpoint as ocp
 from relpos_jax import architectures
 from relpos_jax import evaluate
 from relpos_jax import metric_writers
+from relpos_jax import model as model_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab as vocab_lib
 from relpos_jax.positions import randomized as randomized_lib
@@ -147,8 +148,14 @@ def make_train_step(model, tx, schedule, *, label_smoothing: float,
     inputs_BxS, targets_BxT = batch["inputs"], batch["targets"]
     step_rng = jax.random.fold_in(jax.random.PRNGKey(seed), state.step)
     dropout_rng, in_pos_rng, tgt_pos_rng = jax.random.split(step_rng, 3)
-    inputs_pos = randomized.train_positions(in_pos_rng, *inputs_BxS.shape)
-    targets_pos = randomized.train_positions(tgt_pos_rng, *targets_BxT.shape)
+    if getattr(model, "joint_positions", False):  # one running sequence (decoder-only)
+      B, S = inputs_BxS.shape
+      pos_BxN = randomized.train_positions(in_pos_rng, B, S + targets_BxT.shape[1])
+      inputs_pos, targets_pos = (None, None) if pos_BxN is None else (pos_BxN[:, :S],
+                                                                      pos_BxN[:, S:])
+    else:
+      inputs_pos = randomized.train_positions(in_pos_rng, *inputs_BxS.shape)
+      targets_pos = randomized.train_positions(tgt_pos_rng, *targets_BxT.shape)
 
     def loss_fn(params):
       logits = model.apply({"params": params}, inputs_BxS, targets_BxT, inputs_pos, targets_pos,
@@ -284,15 +291,16 @@ def check_config(config: ml_collections.ConfigDict, model, dataset: pipeline.Dat
     raise ValueError(f"checkpoint_every ({config.checkpoint_every}) must be a multiple of "
                      f"log_every ({config.log_every}) so a resumed run logs the same metrics.")
   max_s, max_t = dataset.max_padded_lengths()
-  max_position = max(max_s, max_t)
   rand = randomized_lib.RandomizedPositions(**config.randomized)
-  if rand.enabled:
-    if rand.max_random_position < max_position:
-      raise ValueError(
-          f"randomized.max_random_position={rand.max_random_position} is below the longest "
-          f"padded sequence ({max_position}); raise it.")
-    max_position = rand.max_random_position
-  model.check_lengths(max_position, max_position)
+  if not rand.enabled:
+    model.check_lengths(max_s, max_t)
+    return
+  longest = max_s + max_t if getattr(model, "joint_positions", False) else max(max_s, max_t)
+  if rand.max_random_position < longest:
+    raise ValueError(
+        f"randomized.max_random_position={rand.max_random_position} is below the longest "
+        f"padded sequence ({longest}); raise it.")
+  model_lib.check_positions(model, rand.max_random_position)
 
 
 # ------------------------------------------------------------------ the loop

@@ -37,6 +37,7 @@ COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 DECODE_PROGRAM = "jit(_greedy_decode)"
+LOSS_PROGRAM = "jit(_teacher_forced_loss)"  # evaluate's teacher-forced loss, one per shape too
 STAGING_PROGRAM = "jit(stage)"
 
 
@@ -86,10 +87,12 @@ def test_eight_eval_lengths_compile_at_most_four_programs():
   assert [r["length"] for r in records] == list(LENGTHS)
   assert all(r["num_examples"] == 6 for r in records)
   decoding = [name for name in compiled if name == DECODE_PROGRAM]
+  loss = [name for name in compiled if name == LOSS_PROGRAM]
   staging = [name for name in compiled if name == STAGING_PROGRAM]
-  assert len(decoding) + len(staging) == len(compiled), compiled  # nothing else compiles
+  assert len(decoding) + len(loss) + len(staging) == len(compiled), compiled  # nothing else
   assert len(decoding) <= 4
   assert len(decoding) == len(shapes)  # one program per bucket, not per length or batch
+  assert len(loss) == len(shapes)
   assert decode._greedy_decode._cache_size() - cache_before == len(shapes)  # pylint: disable=protected-access
   assert len(staging) <= len(shapes)  # numpy -> jax lifting: at most once per shape as well
 

@@ -53,7 +53,9 @@ def test_config_loads_and_builds(path):
 @pytest.mark.parametrize("path", ABLATIONS, ids=IDS(ABLATIONS))
 def test_ablation_sweep_builds(path):
   module = sweep.load_module(str(path))
-  assert f"python -m relpos_jax.sweep --config configs/ablations/{path.name}" in module.__doc__
+  command = f"python train.py --config configs/ablations/{path.name} --workdir runs/{path.stem}"
+  assert command in module.__doc__, "the one command of the table belongs in the docstring"
+  assert "Expected runtime" in module.__doc__
   overrides = module.get_sweep()
   runs = sweep.expand(module.get_config("smoke"), overrides)
   assert len({n for n, _ in runs}) == len(runs) > 1
@@ -67,11 +69,24 @@ def test_ablation_sweep_builds(path):
     _check_runs(config)
 
 
-def test_schemes_sweep_covers_the_registry():
+def test_schemes_sweep_is_every_scheme_on_every_task():
   module = sweep.load_module(str(CONFIGS / "ablations/schemes.py"))
-  names = [o["model.position"].name for o in module.get_sweep()]
-  assert names == list(positions.SCHEMES)
-  assert module.get_config().num_seeds == 3
+  runs = dict(sweep.expand(module.get_config(), module.get_sweep()))
+  tasks = ("copy", "reverse", "scan_length")
+  assert list(runs) == [f"{s}+{t}" for t in tasks for s in positions.SCHEMES]
+  scan = sweep.load_module(str(CONFIGS / "scan_length.py")).get_config()
+  for name, config in runs.items():
+    scheme, task = name.split("+")
+    assert config.model.position.to_dict() == positions.default_config(scheme).to_dict()
+    assert (config.num_seeds, config.num_steps, config.batch_size) == (3, 1000, 32)
+    model = config.model.to_dict()
+    assert {**model, "position": None} == {**runs["t5+copy"].model.to_dict(), "position": None}
+    if task == "scan_length":
+      assert config.data.to_dict() == scan.data.to_dict()
+      assert (config.data.task, config.data.scan_split) == ("scan", "length")
+    else:
+      assert config.data.task == task and config.data.max_train_length <= 20
+      assert max(config.data.eval_lengths) == 4 * config.data.max_train_length
 
 
 def test_randomized_sweep_has_both_arms_per_scheme():
@@ -85,7 +100,7 @@ def test_randomized_sweep_has_both_arms_per_scheme():
 
 def test_shaw_clipping_and_t5_grids():
   clipping = sweep.load_module(str(CONFIGS / "ablations/shaw_clipping.py")).get_sweep()
-  assert [o["model.position.max_relative_position"] for o in clipping] == [0, 1, 2, 4, 16, 64, 256]
+  assert [o["model.position.max_relative_position"] for o in clipping] == [0, 1, 2, 4, 16, 64]
   grid = sweep.load_module(str(CONFIGS / "ablations/t5_buckets.py")).get_sweep()
   pairs = {(o["model.position.num_buckets"], o["model.position.max_distance"]) for o in grid}
   assert (8, 16) in pairs and (64, 128) in pairs and (64, 16) not in pairs

@@ -1,16 +1,18 @@
-"""Scoring, and evaluating whole workdirs: every replica, every length, n/a lengths."""
+"""Scoring and failure anatomy; evaluating whole workdirs: replicas, oracle mode, n/a lengths."""
 
 import json
+import logging
 import math
 import os
 import pathlib
 
+import jax
 import numpy as np
 import pytest
 
+from relpos_jax import architectures
 from relpos_jax import evaluate
 from relpos_jax import sweep
-from relpos_jax import tables
 from relpos_jax import train_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
@@ -19,37 +21,116 @@ DEFAULT = sweep.load_module(
     str(pathlib.Path(__file__).resolve().parents[1] / "configs" / "default.py"))
 E, P = vocab.EOS_ID, vocab.PAD_ID
 LEARNED_ROWS = 16  # smoke eval lengths 4 and 8 pad to <= 16; length 16 pads to 32
+NAN = float("nan")
 
 
 # ------------------------------------------------------------------ scoring
 
 def test_score_batch_separates_content_and_stop_errors():
-  targets = np.array([[5, 6, 7, E, P]] * 4)
+  targets = np.array([[5, 6, 7, E, P]] * 5)
   tokens = np.array([[5, 6, 7, E, P],    # exact
-                     [5, 9, 7, E, P],    # a wrong token: content
+                     [5, 9, 7, E, P],    # a wrong token, right length: content
                      [5, 6, E, P, P],    # stops early, shared tokens right: stop
-                     [5, 6, 7, 8, E]])   # stops late: stop
-  lengths = np.array([3, 3, 2, 4])
+                     [5, 6, 7, 8, E],    # stops late: stop
+                     [9, E, P, P, P]])   # wrong token and too short: content
+  lengths = np.array([3, 3, 2, 4, 1])
   s = evaluate.score_batch(tokens, lengths, targets)
-  np.testing.assert_array_equal(s["exact"], [True, False, False, False])
-  np.testing.assert_array_equal(s["content_error"], [False, True, False, False])
-  np.testing.assert_array_equal(s["stop_error"], [False, False, True, True])
-  np.testing.assert_array_equal(s["first_error"], [4, 1, 2, 3])
-  np.testing.assert_array_equal(s["length_correct"], [True, True, False, False])
-  np.testing.assert_allclose(s["token_correct"], [1.0, 0.75, 0.5, 0.75])
+  np.testing.assert_array_equal(s["exact"], [True, False, False, False, False])
+  np.testing.assert_array_equal(s["content_error"], [False, True, False, False, True])
+  np.testing.assert_array_equal(s["stop_error"], [False, False, True, True, False])
+  np.testing.assert_array_equal(s["too_short"], [False, False, True, False, True])
+  np.testing.assert_array_equal(s["too_long"], [False, False, False, True, False])
+  np.testing.assert_array_equal(s["first_error"], [4, 1, 2, 3, 0])
+  np.testing.assert_array_equal(s["length_correct"], [True, True, False, False, False])
+  np.testing.assert_allclose(s["token_correct"], [1.0, 0.75, 0.5, 0.75, 0.0])
+
+
+def _hand_scores():
+  """Ten examples of a length-4 target: 2 exact, 8 failures of known kinds; 2 padding rows."""
+  T = 6
+  targets = np.tile([5, 6, 7, 8, E, P], (12, 1))
+  rows = [[5, 6, 7, 8, E, P],  # exact
+          [5, 6, 7, 8, E, P],  # exact
+          [5, 6, E, P, P, P],  # too short, pure stop (first wrong 2)
+          [5, E, P, P, P, P],  # too short, pure stop (first wrong 1)
+          [9, 6, E, P, P, P],  # too short, content (first wrong 0)
+          [5, 6, 7, 8, 8, E],  # too long, pure stop (first wrong 4)
+          [5, 6, 9, 8, 8, 8],  # too long (no EOS), content (first wrong 2)
+          [5, 9, 7, 8, E, P],  # right length, content (first wrong 1)
+          [5, 6, 7, 9, E, P],  # right length, content (first wrong 3)
+          [9, 9, 9, 9, E, P],  # right length, content (first wrong 0)
+          [9, 9, 9, 9, 9, 9],  # padding row (weight 0): ignored
+          [9, E, P, P, P, P]]  # padding row
+  tokens = np.array(rows)
+  eos = tokens == E
+  lengths = np.where(eos.any(1), eos.argmax(1), T)
+  weights = np.array([1.0] * 10 + [0.0] * 2)
+  return evaluate.score_batch(tokens, lengths, targets), weights
+
+
+def test_failure_anatomy_of_hand_made_tokens():
+  scores, weights = _hand_scores()
+  r = evaluate.summarize_scores(scores, weights)
+  assert r["num_examples"] == 10
+  assert r["exact_match"] == pytest.approx(0.2)
+  assert r["length_accuracy"] == pytest.approx(0.5)
+  assert (r["fail_too_short"], r["fail_too_long"], r["fail_right_length"]) == (
+      pytest.approx(3 / 8), pytest.approx(2 / 8), pytest.approx(3 / 8))
+  assert r["fail_pure_stop"] == pytest.approx(3 / 8)
+  assert r["stop_errors"] == pytest.approx(0.3) and r["content_errors"] == pytest.approx(0.5)
+  assert r["first_wrong_median"] == np.median([2, 1, 0, 4, 2, 1, 3, 0]) == 1.5
+  assert "loss" not in r and "oracle_exact_match" not in r
+
+
+def test_summarize_loss_oracle_and_no_failures():
+  scores, weights = _hand_scores()
+  scores = {k: v[:2] for k, v in scores.items()}  # the two exact rows only
+  scores.update(loss_sum=np.array([1.0, 3.0]), loss_tokens=np.array([5, 5]),
+                oracle_exact=np.array([True, False]),
+                oracle_token_correct=np.array([1.0, 0.6]))
+  r = evaluate.summarize_scores(scores, np.ones(2))
+  assert r["exact_match"] == 1.0 and r["loss"] == pytest.approx(0.4)
+  assert (r["oracle_exact_match"], r["oracle_token_accuracy"]) == (0.5, pytest.approx(0.8))
+  for key in ("fail_too_short", "fail_too_long", "fail_right_length", "fail_pure_stop",
+              "first_wrong_median"):
+    assert math.isnan(r[key])  # nothing failed: no share to take
+  with pytest.raises(ValueError, match="no eval example"):
+    evaluate.summarize_scores(scores, np.zeros(2))
+
+
+def test_first_examples_limits_without_changing_shapes():
+  batches = [{"inputs": np.zeros((4, 3)), "weights": np.array([1.0, 1.0, 1.0, 1.0])},
+             {"inputs": np.zeros((4, 3)), "weights": np.array([1.0, 1.0, 0.0, 0.0])},
+             {"inputs": np.zeros((4, 3)), "weights": np.array([1.0, 0.0, 0.0, 0.0])}]
+  limited = list(evaluate.first_examples(batches, 5))
+  assert [b["weights"].tolist() for b in limited] == [[1, 1, 1, 1], [1, 0, 0, 0]]
+  assert batches[1]["weights"].tolist() == [1, 1, 0, 0]  # the input batches are untouched
+  assert len(list(evaluate.first_examples(batches, None))) == 3
+  assert [b["weights"].sum() for b in evaluate.first_examples(batches, 4)] == [4.0]
+
+
+def test_progress_logs_done_total_and_eta(caplog):
+  progress = evaluate.Progress(total=3)
+  with caplog.at_level(logging.INFO):
+    progress.step("run a seed 0 length 8: exact 1.000")
+    progress.step("run a seed 0 length 16: n/a")
+  assert "eval 1/3 | run a seed 0 length 8: exact 1.000 | elapsed 0:00:00 | ETA" in caplog.text
+  assert "eval 2/3 | run a seed 0 length 16: n/a" in caplog.text
 
 
 # ------------------------------------------------------------------ records
 
 def test_records_round_trip_nan_as_null(tmp_path):
   records = [{"run": "a", "length": 4, "exact_match": 0.5, "error": None},
-             {"run": "a", "length": 40, "exact_match": float("nan"), "error": "too long"}]
-  path = str(tmp_path / "x" / "records.jsonl")
+             {"run": "a", "length": 40, "exact_match": NAN, "oracle_exact_match": NAN,
+              "error": "too long"}]
+  path = str(tmp_path / "x" / "extrapolation.jsonl")
   evaluate.write_records(records, path)
   text = pathlib.Path(path).read_text()
   assert "NaN" not in text and json.loads(text.splitlines()[1])["exact_match"] is None
   back = evaluate.read_records(path)
-  assert back[0] == records[0] and math.isnan(back[1]["exact_match"])
+  assert back[0] == records[0]
+  assert math.isnan(back[1]["exact_match"]) and math.isnan(back[1]["oracle_exact_match"])
 
 
 def test_run_names_disambiguate_equal_basenames():
@@ -60,6 +141,13 @@ def test_run_names_disambiguate_equal_basenames():
 def test_train_length_range_of_scan_is_measured():
   dataset = pipeline.make_dataset(task="scan", seed=0)
   assert evaluate.train_length_range(None, dataset) == (1, 22)  # Lake & Baroni: <= 22 actions
+
+
+def test_bad_options_are_refused():
+  with pytest.raises(ValueError, match="num_examples"):
+    evaluate.EvalOptions(num_examples=0)
+  with pytest.raises(ValueError, match="eval lengths"):
+    evaluate.EvalOptions(lengths=[0, 4])
 
 
 # ------------------------------------------------------------- whole workdirs
@@ -74,27 +162,35 @@ def learned_workdir(tmp_path_factory):
   return workdir
 
 
-def test_evaluate_workdir_every_replica_and_na_lengths(learned_workdir):
-  records = evaluate.evaluate_workdir(learned_workdir, lengths=[4, 8, 16])
+def test_evaluate_workdir_every_replica_and_not_representable(learned_workdir):
+  records = evaluate.evaluate_workdir(learned_workdir, lengths=[4, 8, 16], num_examples=5)
   assert [(r["seed"], r["length"]) for r in records] == [
       (s, n) for s in (0, 1) for n in (4, 8, 16)]
   for r in records:
     assert (r["run"], r["scheme"], r["task"], r["step"]) == ("learned16", "learned", "copy", 3)
     assert (r["min_train_length"], r["max_train_length"]) == (1, 6)
-    if r["length"] == 16:  # beyond the 16-row table: n/a, not a crash
-      assert math.isnan(r["exact_match"]) and r["num_examples"] == 0
+    if r["length"] == 16:  # beyond the 16-row table: not representable, not a crash
+      assert math.isnan(r["exact_match"]) and math.isnan(r["loss"]) and r["num_examples"] == 0
       assert "model.position.max_len" in r["error"]
     else:
-      assert 0.0 <= r["exact_match"] <= 1.0 and r["error"] is None and r["num_examples"] == 8
+      assert 0.0 <= r["exact_match"] <= 1.0 and r["error"] is None and r["num_examples"] == 5
       assert r["content_errors"] + r["stop_errors"] == pytest.approx(1.0 - r["exact_match"])
-  saved = evaluate.read_records(os.path.join(learned_workdir, "eval", "records.jsonl"))
+      assert r["loss"] > 0 and "oracle_exact_match" not in r
+  out = os.path.join(learned_workdir, "eval")
+  saved = evaluate.read_records(os.path.join(out, "extrapolation.jsonl"))
   assert len(saved) == 6 and math.isnan(saved[2]["exact_match"])
   assert [r["exact_match"] for r in saved[:2]] == [r["exact_match"] for r in records[:2]]
-  table = tables.exact_match_table(records)
-  assert "| n/a |" in table and "cannot encode" in table
+  table = pathlib.Path(out, "extrapolation.md").read_text()
+  main = table.split("### ")[1]  # the exact-match table: 4× is length 16 here -> n/a
+  assert "| learned16 | learned | 2 | 1–6 |" in main and main.count("| n/a |") == 1
+  assert "n/a: not representable" in main
+  assert "| learned16 | 16 | 2.7 | n/a | n/a | n/a | n/a | n/a | n/a |" in table  # anatomy row
+  assert "n/a" in pathlib.Path(out, "extrapolation.csv").read_text()
+  with open(os.path.join(out, "accuracy_vs_length.png"), "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
-def test_evaluate_runs_skips_untrained_and_writes_the_report(learned_workdir, tmp_path):
+def test_evaluate_runs_skips_untrained_and_writes_the_comparison(learned_workdir, tmp_path):
   untrained = tmp_path / "untrained"
   untrained.mkdir()
   (untrained / "config.json").write_text(
@@ -103,8 +199,51 @@ def test_evaluate_runs_skips_untrained_and_writes_the_report(learned_workdir, tm
   records = evaluate.evaluate_runs([learned_workdir, str(untrained)], out)
   assert {r["run"] for r in records} == {"learned16"}
   assert sorted(r["length"] for r in records) == [4, 4, 8, 8]  # the config's eval lengths
+  assert all(r["num_examples"] == 8 for r in records)  # the config's eval set size
+  assert sorted(os.listdir(out)) == sorted(evaluate.REPORT_FILES.values())
   for name in evaluate.REPORT_FILES.values():
     assert os.path.getsize(os.path.join(out, name)) > 0
-  assert "| learned16 | learned | 2 | 1–6 |" in pathlib.Path(out, "exact_match.md").read_text()
   with pytest.raises(ValueError, match="nothing to evaluate"):
     evaluate.evaluate_runs([str(untrained)], out)
+
+
+@pytest.fixture(scope="module")
+def copy_workdir(tmp_path_factory):
+  """Copy of 1-3 symbols (3-symbol alphabet), trained until it is right at those lengths."""
+  config = DEFAULT.get_config("smoke,scheme=sinusoidal,steps=300")
+  config.data.update(max_train_length=3, eval_lengths=(1, 2, 3, 6), vocab_size=3)
+  config.model.update(d_model=32, num_heads=2, head_dim=16, d_ff=64)
+  config.optimizer.update(learning_rate=3e-3, warmup_steps=20)
+  config.update(batch_size=32, log_every=300, eval_every=300, checkpoint_every=300)
+  workdir = str(tmp_path_factory.mktemp("runs") / "copy")
+  train_lib.train_and_evaluate(config, workdir)
+  return workdir
+
+
+def test_a_trained_run_is_exact_at_its_training_lengths(copy_workdir):
+  records = evaluate.evaluate_workdir(copy_workdir, num_examples=32, oracle_length=True)
+  by_length = {r["length"]: r for r in records}
+  for n in (1, 2, 3):
+    r = by_length[n]
+    assert (r["exact_match"], r["token_accuracy"], r["num_examples"]) == (1.0, 1.0, 32)
+    assert r["oracle_exact_match"] == 1.0 and math.isnan(r["fail_pure_stop"])
+  longest = by_length[6]
+  assert longest["exact_match"] < 1.0 and longest["loss"] > by_length[3]["loss"]
+  assert 0.0 <= longest["oracle_exact_match"] <= 1.0
+  assert longest["fail_too_short"] + longest["fail_too_long"] + longest[
+      "fail_right_length"] == pytest.approx(1.0)
+  assert os.path.exists(os.path.join(copy_workdir, "eval", "sinusoid.png"))
+
+
+def test_oracle_decoding_has_exactly_the_true_lengths(copy_workdir):
+  config = evaluate.load_config(copy_workdir)
+  dataset = pipeline.make_dataset(seed=config.seed, **config.data)
+  model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
+  params = jax.tree_util.tree_map(lambda x: x[0],
+                                  train_lib.load_params(copy_workdir, config, model))
+  batch = next(dataset.eval_batches(6, 64))  # beyond training: free decoding misjudges lengths
+  free = evaluate.decode_and_score(model, params, batch)
+  oracle = evaluate.decode_and_score(model, params, batch, oracle_length=True)
+  assert not free["length_correct"].all()
+  assert oracle["length_correct"].all() and not oracle["too_short"].any()
+  assert not oracle["stop_error"].any()  # only content can be wrong

@@ -1,4 +1,8 @@
-"""The encoder-decoder and cached decoding, parameterised over every registered scheme."""
+"""Both architectures and cached decoding, parameterised over every registered scheme.
+
+Architectures: the encoder-decoder, the decoder-only causal LM and the
+decoder-only prefix-LM (`ARCHS`).
+"""
 
 import json
 import os
@@ -10,7 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from relpos_jax import architectures
 from relpos_jax import decode
+from relpos_jax import decoder_only
 from relpos_jax import model as model_lib
 from relpos_jax import positions
 from relpos_jax.data import vocab
@@ -22,14 +28,30 @@ V, B, S, T = 13, 2, 6, 9
 LEARNED_MAX_LEN = 10
 
 
-def _model(name, **overrides):
+ARCHS = ["encoder_decoder", "decoder_only", "prefix_lm"]
+
+
+def _model(name, arch="encoder_decoder", **overrides):
   position = positions.default_config(name)
-  if name == "learned":
-    position.max_len = LEARNED_MAX_LEN
+  if name == "learned":  # decoder-only targets start after the S input positions
+    position.max_len = LEARNED_MAX_LEN + (0 if arch == "encoder_decoder" else S)
   position.update(overrides)
-  return model_lib.EncoderDecoder(vocab_size=V, d_model=16, num_heads=2, head_dim=8,
-                                  num_encoder_layers=2, num_decoder_layers=2, d_ff=32,
-                                  position=position)
+  config = architectures.default_config("encoder_decoder" if arch == "encoder_decoder"
+                                        else "decoder_only")
+  config.update(d_model=16, num_heads=2, head_dim=8, d_ff=32)
+  config.position = position  # replaced whole: `update` would merge it into T5's keys
+  if arch == "encoder_decoder":
+    config.update(num_encoder_layers=2, num_decoder_layers=2)
+  else:
+    config.update(num_layers=2, prefix_lm=arch == "prefix_lm")
+  return architectures.make_model(config, vocab_size=V)
+
+
+def _positions(model, inputs, targets):
+  """The positions the model uses by default (decoder-only: running on into the target)."""
+  if isinstance(model, decoder_only.DecoderOnly):
+    return decoder_only.run_on_positions(inputs, targets.shape[1])
+  return model_lib.default_positions(inputs), model_lib.default_positions(targets)
 
 
 def _batch(seed=0, s=S, t=T):
@@ -46,40 +68,43 @@ def _init(model, inputs, targets):
 
 
 def _cached_logits(model, params, inputs, targets, inputs_pos=None, targets_pos=None):
-  """Teacher-forced logits computed one cached step at a time."""
-  enc = model.apply({"params": params}, inputs, inputs_pos, method=model.encode)
-  cross_kv = model.apply({"params": params}, enc, method=model.cross_kv)
-  cache = decode.init_cache(model, inputs, targets.shape[1])
-  decoder_input = model_lib.shift_right(targets)
-  if targets_pos is None:
-    targets_pos = model_lib.default_positions(targets)
+  """Teacher-forced logits computed through the decoding protocol: `prime`, then cached steps."""
+  T = targets.shape[1]
+  cache = decode.init_cache(model, inputs, T)
+  start = None if targets_pos is None else targets_pos[:, 0]
+  (logits, context, start), new_vars = model.apply(
+      {"params": params, "cache": cache}, inputs, inputs_pos, start, mutable=["cache"],
+      method=model.prime)
+  cache, out = new_vars["cache"], [logits]
 
   @jax.jit
-  def step(cache, token_Bx1, pos_Bx1):
-    return model.apply({"params": params, "cache": cache}, token_Bx1, pos_Bx1, inputs,
-                       cross_kv=cross_kv, decode=True, mutable=["cache"], method=model.decode)
+  def step(cache, token_B, pos_B):
+    return model.apply({"params": params, "cache": cache}, token_B, pos_B, context, inputs,
+                       mutable=["cache"], method=model.step)
 
-  out = []
-  for t in range(targets.shape[1]):
-    logits, new_vars = step(cache, decoder_input[:, t:t + 1], targets_pos[:, t:t + 1])
+  for t in range(1, T):
+    pos = start + t if targets_pos is None else targets_pos[:, t]
+    logits, new_vars = step(cache, targets[:, t - 1], pos)
     cache = new_vars["cache"]
     out.append(logits)
-  return jnp.concatenate(out, axis=1)
+  return jnp.stack(out, axis=1)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", SCHEMES)
-def test_cached_decoding_matches_full_forward(name):
-  model = _model(name)
+def test_cached_decoding_matches_full_forward(name, arch):
+  model = _model(name, arch)
   inputs, targets = _batch()
   params = _init(model, inputs, targets)
   full = model.apply({"params": params}, inputs, targets)
   np.testing.assert_allclose(_cached_logits(model, params, inputs, targets), full, atol=1e-5)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", [n for n in SCHEMES if n != "learned"])
-def test_cached_decoding_matches_beyond_a_learned_table(name):
+def test_cached_decoding_matches_beyond_a_learned_table(name, arch):
   """Lengths past LEARNED_MAX_LEN, with randomized-style sparse positions too."""
-  model = _model(name)
+  model = _model(name, arch)
   inputs, targets = _batch(1, s=4, t=3 * LEARNED_MAX_LEN)
   params = _init(model, inputs, targets)
   tpos = jnp.broadcast_to(jnp.arange(targets.shape[1]) * 3 + 5, targets.shape)
@@ -88,33 +113,74 @@ def test_cached_decoding_matches_beyond_a_learned_table(name):
                              atol=1e-5)
 
 
+def _embedding_jacobian(model, params, inputs, targets, part, output):
+  """|d output / d token embedding| summed to `[slots out, slots in]`, batch row 0.
+
+  `part` picks the perturbed embeddings ("inputs" or "targets": the decoder
+  input / the sequence's target part); `output` is "logits" (`__call__`'s) or
+  "hidden" (the decoder-only stack's outputs at the input slots).
+  """
+  S, T = inputs.shape[1], targets.shape[1]
+  is_dec_only = isinstance(model, decoder_only.DecoderOnly)
+  n_in = S if part == "inputs" else T
+
+  def out_of(delta_BxNxD):
+    captured = {}
+
+    def intercept(next_fun, args, kwargs, context):
+      out = next_fun(*args, **kwargs)
+      if context.module.name == "embedding" and context.method_name == "__call__":
+        if is_dec_only:
+          lo = 0 if part == "inputs" else S
+          out = out.at[:, lo:lo + n_in].add(delta_BxNxD)
+        elif args[0].shape == (inputs if part == "inputs" else targets).shape:
+          out = out + delta_BxNxD
+      if context.module.name == "decoder" and context.method_name == "__call__":
+        captured["hidden"] = out
+      return out
+
+    with nn.intercept_methods(intercept):
+      logits = model.apply({"params": params}, inputs, targets)
+    return logits.sum(-1) if output == "logits" else captured["hidden"][:, :S].sum(-1)
+
+  delta = jnp.zeros((B, n_in, 16))
+  jac = jax.jacrev(out_of)(delta)  # [B, out, B, in, D]
+  return np.abs(np.asarray(jac))[0, :, 0].sum(-1)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", SCHEMES)
-def test_decoder_is_causal(name):
+def test_decoder_is_causal(name, arch):
   """d logits[t] / d (decoder input embedding at s) = 0 for every s > t."""
-  model = _model(name)
+  model = _model(name, arch)
   inputs, targets = _batch(2)
   params = _init(model, inputs, targets)
-
-  def logits_of(delta_BxTxD):
-    def add_delta(next_fun, args, kwargs, context):
-      out = next_fun(*args, **kwargs)
-      if (context.module.name == "embedding" and context.method_name == "__call__"
-          and args[0].shape == targets.shape):
-        out = out + delta_BxTxD
-      return out
-    with nn.intercept_methods(add_delta):
-      return model.apply({"params": params}, inputs, targets)
-
-  delta = jnp.zeros(targets.shape + (16,))
-  jac = jax.jacrev(lambda d: logits_of(d).sum(-1))(delta)  # [B, T, B, T, D]
-  jac_TxT = np.abs(np.asarray(jac)).sum(axis=(0, 2, 4))
+  jac_TxT = _embedding_jacobian(model, params, inputs, targets, "targets", "logits")
   assert np.all(np.triu(jac_TxT, k=1) == 0.0), jac_TxT
   assert np.all(np.diag(jac_TxT) > 0)
 
 
+@pytest.mark.parametrize("arch", ["decoder_only", "prefix_lm"])
 @pytest.mark.parametrize("name", SCHEMES)
-def test_padding_does_not_change_real_positions(name):
-  model = _model(name)
+def test_prefix_lm_sees_the_whole_input_and_causal_lm_does_not(name, arch):
+  """Input slot i's output depends on input j > i iff prefix-LM; never on the target."""
+  model = _model(name, arch)
+  inputs, targets = _batch(2)
+  params = _init(model, inputs, targets)
+  jac_SxS = _embedding_jacobian(model, params, inputs, targets, "inputs", "hidden")
+  future = np.triu(jac_SxS, k=1)
+  if arch == "prefix_lm":
+    assert np.all(future[np.triu_indices(S, k=1)] > 0), jac_SxS
+  else:
+    assert np.all(future == 0.0), jac_SxS
+  jac_SxT = _embedding_jacobian(model, params, inputs, targets, "targets", "hidden")
+  assert np.all(jac_SxT == 0.0)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", SCHEMES)
+def test_padding_does_not_change_real_positions(name, arch):
+  model = _model(name, arch)
   inputs, targets = _batch(3)
   params = _init(model, inputs, targets)
   base_logits = model.apply({"params": params}, inputs, targets)
@@ -124,27 +190,37 @@ def test_padding_does_not_change_real_positions(name):
   np.testing.assert_allclose(logits[:, :T], base_logits, atol=1e-5)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", RELATIVE)
-def test_relative_models_are_translation_invariant(name):
-  model = _model(name)
+def test_relative_models_are_translation_invariant(name, arch):
+  model = _model(name, arch)
   inputs, targets = _batch(4)
   params = _init(model, inputs, targets)
-  ipos, tpos = model_lib.default_positions(inputs), model_lib.default_positions(targets)
+  ipos, tpos = _positions(model, inputs, targets)
   a = model.apply({"params": params}, inputs, targets, ipos, tpos)
   b = model.apply({"params": params}, inputs, targets, ipos + 37, tpos + 37)
   np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", [n for n in SCHEMES if not positions.SCHEMES[n].is_relative
                                   and positions.SCHEMES[n].implements("embed")])
-def test_absolute_models_see_the_shift(name):
-  model = _model(name)
+def test_absolute_models_see_the_shift(name, arch):
+  model = _model(name, arch)
   inputs, targets = _batch(4)
   params = _init(model, inputs, targets)
-  ipos, tpos = model_lib.default_positions(inputs), model_lib.default_positions(targets)
+  ipos, tpos = _positions(model, inputs, targets)
   a = model.apply({"params": params}, inputs, targets, ipos, tpos)
   b = model.apply({"params": params}, inputs, targets, ipos + 1, tpos + 1)
   assert not np.allclose(a, b, atol=1e-4)
+
+
+def test_decoder_only_positions_run_on_from_the_last_real_input():
+  inputs, targets = _batch()
+  ipos, tpos = decoder_only.run_on_positions(inputs, targets.shape[1])
+  np.testing.assert_array_equal(ipos[0], np.arange(S))
+  np.testing.assert_array_equal(tpos[0], S + np.arange(T))
+  np.testing.assert_array_equal(tpos[1], S - 2 + np.arange(T))  # row 1 ends in 2 PADs
 
 
 def _shapes(tree, prefix=""):
@@ -159,13 +235,18 @@ def _shapes(tree, prefix=""):
   return out
 
 
+@pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
 @pytest.mark.parametrize("name", SCHEMES)
-def test_parameter_shape_snapshot(name):
-  """Set UPDATE_SNAPSHOTS=1 to rewrite tests/snapshots/params_<scheme>.json after a deliberate change."""
-  model = _model(name)
+def test_parameter_shape_snapshot(name, arch):
+  """Set UPDATE_SNAPSHOTS=1 to rewrite tests/snapshots/params_*.json after a deliberate change.
+
+  The prefix-LM has the decoder-only model's parameters (only the mask differs).
+  """
+  model = _model(name, arch)
   inputs, targets = _batch()
   shapes = _shapes(jax.eval_shape(lambda: _init(model, inputs, targets)))
-  path = SNAPSHOTS / f"params_{name}.json"
+  prefix = "" if arch == "encoder_decoder" else f"{arch}_"
+  path = SNAPSHOTS / f"params_{prefix}{name}.json"
   if os.environ.get("UPDATE_SNAPSHOTS"):
     SNAPSHOTS.mkdir(exist_ok=True)
     path.write_text(json.dumps(shapes, indent=1, sort_keys=True) + "\n")
@@ -187,22 +268,53 @@ def test_t5_has_one_table_per_stack_and_shaw_one_pair_per_layer():
   tables = {k: v for k, v in shaw.items() if "table" in k}
   assert len(tables) == 2 * 2 * 2  # (key, value) x layers x stacks
   assert all(v == [7, 8] for v in tables.values())
+  for arch in ("decoder_only", "prefix_lm"):
+    t5 = _shapes(jax.eval_shape(lambda a=arch: _init(_model("t5", a), inputs, targets)))
+    assert {k: v for k, v in t5.items() if "rel_bias" in k} == {
+        "decoder/position/rel_bias": [32, 2]}
+    assert not any("cross_attention" in k for k in t5)
 
 
-def test_learned_model_refuses_to_decode_past_its_table():
-  model = _model("learned")
+@pytest.mark.parametrize("arch", ["decoder_only", "prefix_lm"])
+def test_t5_buckets_are_unidirectional_when_causal_and_bidirectional_for_prefix_lm(arch):
+  """The causal LM's T5 bias puts every future key in the distance-0 bucket; the prefix-LM's
+  gives future keys their own buckets (inside the prefix they are visible)."""
+  model = _model("t5", arch)
   inputs, targets = _batch()
   params = _init(model, inputs, targets)
-  decode.greedy_decode(model, params, inputs, max_len=LEARNED_MAX_LEN)
-  with pytest.raises(ValueError, match=r"model\.position\.max_len"):
-    decode.greedy_decode(model, params, inputs, max_len=LEARNED_MAX_LEN + 1)
-  with pytest.raises(ValueError, match=r"model\.position\.max_len"):
-    model.apply({"params": params}, inputs, jnp.ones((B, LEARNED_MAX_LEN + 1), jnp.int32))
+  biases = []
+
+  def capture(next_fun, args, kwargs, context):
+    out = next_fun(*args, **kwargs)
+    if context.method_name == "logit_bias":
+      biases.append(out)
+    return out
+
+  with nn.intercept_methods(capture):
+    model.apply({"params": params}, inputs, targets)
+  bias_HxNxN = np.asarray(biases[0])[0]
+  future_equals_present = np.allclose(bias_HxNxN[:, 0, 1:S], bias_HxNxN[:, 0, :1])
+  assert future_equals_present == (arch == "decoder_only")
 
 
-@pytest.mark.parametrize("name", ["t5", "shaw", "sinusoidal"])
-def test_greedy_decode_equals_uncached_and_compiles_once(name):
-  model = _model(name)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_learned_model_refuses_to_decode_past_its_table(arch):
+  """Decoder-only positions run on from the input: its table holds S + LEARNED_MAX_LEN rows."""
+  model = _model("learned", arch)
+  inputs, targets = _batch()
+  longest = LEARNED_MAX_LEN
+  params = _init(model, inputs, targets[:, :longest])
+  decode.greedy_decode(model, params, inputs, max_len=longest)
+  with pytest.raises(ValueError, match=r"model\.position\.max_len"):
+    decode.greedy_decode(model, params, inputs, max_len=longest + 1)
+  with pytest.raises(ValueError, match=r"model\.position\.max_len"):
+    model.apply({"params": params}, inputs, jnp.ones((B, longest + 1), jnp.int32))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", ["t5", "shaw", "sinusoidal", "rope"])
+def test_greedy_decode_equals_uncached_and_compiles_once(name, arch):
+  model = _model(name, arch)
   inputs, targets = _batch(5)
   params = _init(model, inputs, targets)
   before = decode._greedy_decode._cache_size()
@@ -215,17 +327,38 @@ def test_greedy_decode_equals_uncached_and_compiles_once(name):
   assert tokens.shape == (B, 8)
 
 
-def test_greedy_decode_stops_at_eos_and_reports_lengths():
+@pytest.mark.parametrize("arch", ARCHS)
+def test_greedy_decode_stops_at_eos_and_reports_lengths(arch):
   """Force EOS at step 3 by biasing the output projection through the embedding row."""
-  model = _model("t5")
+  model = _model("t5", arch)
   inputs, targets = _batch()
   params = _init(model, inputs, targets)
   tokens, lengths = decode.greedy_decode(model, params, inputs, max_len=6)
-  np.testing.assert_array_equal(lengths, 6)  # untrained model here never says EOS...
-  assert not np.any(np.asarray(tokens) == vocab.EOS_ID)
+  for row in np.asarray(tokens):  # untrained: EOS anywhere or nowhere; lengths must agree
+    eos = np.flatnonzero(row == vocab.EOS_ID)
+    n = eos[0] if eos.size else 6
+    np.testing.assert_array_equal(row[n + 1:], vocab.PAD_ID)
+  np.testing.assert_array_equal(
+      lengths, [np.flatnonzero(r == vocab.EOS_ID)[0] if (r == vocab.EOS_ID).any() else 6
+                for r in np.asarray(tokens)])
   big = params["embedding"]["embedding"].at[vocab.EOS_ID].multiply(50.0)  # ...now it always does
   params = {**params, "embedding": {"embedding": big}}
   tokens, lengths = decode.greedy_decode(model, params, inputs, max_len=6)
   np.testing.assert_array_equal(lengths, 0)
   np.testing.assert_array_equal(tokens[:, 0], vocab.EOS_ID)
   np.testing.assert_array_equal(tokens[:, 1:], vocab.PAD_ID)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_oracle_length_decoding_emits_exactly_the_given_lengths(arch):
+  model = _model("t5", arch)
+  inputs, targets = _batch()
+  params = _init(model, inputs, targets)
+  big = params["embedding"]["embedding"].at[vocab.EOS_ID].multiply(50.0)  # always wants EOS
+  params = {**params, "embedding": {"embedding": big}}
+  oracle = jnp.array([3, 5], jnp.int32)
+  tokens, lengths = decode.greedy_decode(model, params, inputs, max_len=7, oracle_lengths_B=oracle)
+  np.testing.assert_array_equal(lengths, oracle)
+  for row, n in enumerate([3, 5]):
+    assert not np.any(np.asarray(tokens[row, :n]) == vocab.EOS_ID)
+    assert tokens[row, n] == vocab.EOS_ID

@@ -1,15 +1,21 @@
-"""Every figure writes a real PNG; the T5 plot finds its tables in both layouts."""
+"""Every figure writes a real PNG; the scheme figures find their modules in any model."""
 
 import os
+import pathlib
 
-import ml_collections
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from relpos_jax import architectures
 from relpos_jax import plots
-from relpos_jax import positions
+from relpos_jax import sweep
 
+DEFAULT = sweep.load_module(
+    str(pathlib.Path(__file__).resolve().parents[1] / "configs" / "default.py"))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+NAN = float("nan")
 
 
 def _assert_png(path):
@@ -19,55 +25,93 @@ def _assert_png(path):
   assert os.path.getsize(path) > 5000  # axes, curves and text, not an empty canvas
 
 
-def _records():
+def _records(oracle=True):
   rng = np.random.default_rng(0)
   records = []
   for run, seeds in (("t5", 3), ("learned", 1)):
     for seed in range(seeds):
       for length in (5, 10, 20, 40, 80):
         exact = float(np.clip(1.2 - length / 30 + rng.normal(0, 0.05), 0, 1))
-        if run == "learned" and length == 80:
-          exact = float("nan")  # n/a: breaks the curve
-        records.append({"run": run, "scheme": run, "task": "copy", "seed": seed,
-                        "length": length, "max_train_length": 20, "exact_match": exact})
+        na = run == "learned" and length == 80
+        share = float("nan") if na else float(rng.uniform())
+        record = {"run": run, "scheme": run, "task": "copy", "seed": seed, "length": length,
+                  "min_train_length": 1, "max_train_length": 20,
+                  "exact_match": NAN if na else exact,
+                  "token_accuracy": NAN if na else (1 + exact) / 2,
+                  "fail_pure_stop": share, "fail_too_short": share / 2,
+                  "fail_too_long": share / 3, "first_wrong_median": NAN if na else length / 3,
+                  "error": "too long" if na else None}
+        if oracle:
+          record.update(oracle_exact_match=NAN if na else min(1.0, exact + 0.2),
+                        oracle_token_accuracy=NAN if na else min(1.0, exact + 0.3))
+        records.append(record)
   return records
 
 
-def test_accuracy_vs_length_writes_png(tmp_path):
+@pytest.mark.parametrize("oracle", [True, False])
+def test_accuracy_vs_length_writes_png(tmp_path, oracle):
   path = str(tmp_path / "new_dir" / "acc.png")
-  assert plots.accuracy_vs_length(_records(), path) == path
+  assert plots.accuracy_vs_length(_records(oracle), path) == path
   _assert_png(path)
 
 
-def _t5_config(share=True):
-  config = ml_collections.ConfigDict({"model": {"position": positions.default_config("t5")}})
-  config.model.position.share_across_layers = share
-  return config
+def _model_and_params(arg, **position):
+  """A smoke-sized model of the default config and its initial params."""
+  config = DEFAULT.get_config(f"smoke,{arg}")
+  config.model.update(num_encoder_layers=2, num_decoder_layers=2)
+  config.model.position.update(position)
+  model = architectures.make_model(config.model, vocab_size=12)
+  tokens = jnp.ones((1, 4), jnp.int32)
+  params = jax.jit(model.init)(jax.random.PRNGKey(0), tokens, tokens)["params"]
+  return model, params
 
 
-def _t5_params(share, num_buckets=32, num_heads=2, layers=2):
-  rng = np.random.default_rng(1)
-  bias = lambda: {"rel_bias": rng.normal(0, 0.1, (num_buckets, num_heads))}
-  names = ["position"] if share else [f"position_{i}" for i in range(layers)]
-  stack = lambda: {**{n: bias() for n in names}, "layer_0": {"mlp": {}}}
-  return {"encoder": stack(), "decoder": stack(), "embedding": {"embedding": np.zeros((5, 4))}}
+def test_scheme_instances_find_every_module_with_its_settings():
+  model, params = _model_and_params("scheme=t5", share_across_layers=False)
+  found = plots.scheme_instances(model, params)
+  assert [(p, m.causal) for p, m in found] == [
+      (("encoder", "position_0"), False), (("encoder", "position_1"), False),
+      (("decoder", "position_0"), True), (("decoder", "position_1"), True)]
+  shared = plots.scheme_instances(*_model_and_params("scheme=t5"))
+  assert [p for p, _ in shared] == [("encoder", "position"), ("decoder", "position")]
+
+
+def test_bucket_edges_of_t5_defaults():
+  edges = plots.bucket_edges(np.arange(-192, 193), bidirectional=True, num_buckets=32,
+                             max_distance=128)
+  assert len(edges) == 30  # 16 buckets left (15 edges), 0 -> 1 changes half, 15 right (14)
+  exact = np.concatenate([np.arange(-7.5, 0, 1), np.arange(0.5, 8, 1)])  # |d| < 8: one each
+  np.testing.assert_array_equal(edges[(edges > -8) & (edges < 8)], exact)
+  causal = plots.bucket_edges(np.arange(-192, 1), bidirectional=False, num_buckets=32,
+                              max_distance=128)
+  assert len(causal) == 31 and causal[-1] == -0.5
 
 
 @pytest.mark.parametrize("share", [True, False])
 def test_learned_bias_curves(tmp_path, share):
-  params = _t5_params(share)
-  found = plots.t5_bias_tables(params)
-  assert list(found) == ["encoder", "decoder"]
-  assert list(found["encoder"]) == (["position"] if share else ["position_0", "position_1"])
+  model, params = _model_and_params("scheme=t5", share_across_layers=share)
   path = str(tmp_path / "bias.png")
-  plots.learned_bias_curves(params, _t5_config(share), path, max_train_length=20, seed=0)
+  assert plots.learned_bias_curves(model, params, path, max_train_length=6, seed=0) == path
   _assert_png(path)
 
 
-def test_learned_bias_curves_refuses_params_without_t5():
-  config = ml_collections.ConfigDict({"model": {"position": positions.default_config("shaw")}})
-  with pytest.raises(ValueError, match="no T5"):
-    plots.learned_bias_curves({"encoder": {"layer_0": {}}}, config, "unused.png")
+def test_learned_bias_curves_refuses_a_model_without_t5():
+  with pytest.raises(ValueError, match="no T5 bias table"):
+    plots.learned_bias_curves(*_model_and_params("scheme=shaw"), "unused.png")
+
+
+def test_shaw_key_norms(tmp_path):
+  model, params = _model_and_params("scheme=shaw", max_relative_position=4)
+  path = str(tmp_path / "shaw.png")
+  assert plots.shaw_key_norms(model, params, path, max_train_length=6, seed=0) == path
+  _assert_png(path)
+
+
+@pytest.mark.parametrize("arg, position", [("scheme=t5", {}),
+                                           ("scheme=shaw", {"use_keys": False})])
+def test_shaw_key_norms_refuses_a_model_without_key_tables(arg, position):
+  with pytest.raises(ValueError, match="no Shaw key table"):
+    plots.shaw_key_norms(*_model_and_params(arg, **position), "unused.png")
 
 
 def test_encoding_heatmap(tmp_path):

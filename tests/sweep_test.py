@@ -1,8 +1,10 @@
-"""Sweep expansion: run names, overrides, scheme switches, the sweep directory."""
+"""Sweeps: run names, overrides, scheme switches, sharding, skipping finished runs, train.py."""
 
 import json
 import os
 import pathlib
+import subprocess
+import sys
 
 import ml_collections
 import pytest
@@ -109,3 +111,155 @@ def test_run_dirs_follow_the_sweep_order(tmp_path):
   assert sweep.run_dirs(str(tmp_path)) == [str(tmp_path / n) for n in ("c", "a", "b")]
   with pytest.raises(FileNotFoundError):
     sweep.run_dirs(str(tmp_path / "missing"))
+
+
+# ------------------------------------------------------- task names, sharding
+
+SCHEMES_SMOKE = str(REPO / "configs/ablations/schemes.py") + ":smoke,num_seeds=1,steps=2"
+
+
+def test_task_overrides_name_themselves():
+  t5, rope = positions.default_config("t5"), positions.default_config("rope")
+  assert sweep.run_name({"model.position": t5, "data.task": "copy"}) == "t5+copy"
+  assert sweep.run_name({"model.position": rope, "data.task": "reverse"}) == "rope+reverse"
+  scan = {"task": "scan", "scan_split": "length", "vocab_size": 10}
+  assert sweep.run_name({"model.position": rope, "data": scan}) == "rope+scan_length"
+  assert sweep.run_name({"data": {**scan, "scan_split": "simple"}}) == "scan_simple"
+  assert sweep.run_name({"data.task": "tfds:relpos_scan/length"}) == "tfds_relpos_scan_length"
+  long = sweep.run_name({"data": scan}, long=True)
+  assert "task=scan" in long and "scan_split=length" in long
+
+
+@pytest.mark.parametrize("spec,expected", [("0/1", (0, 1)), ("3/4", (3, 4)), ("0/24", (0, 24)),
+                                           (None, None), ("", None)])
+def test_parse_shard(spec, expected):
+  assert sweep.parse_shard(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["4/4", "5/4", "1/0", "0/0", "-1/4", "1/-2", "a/b", "1", "1/2/3",
+                                  "1/ 2", "i/n"])
+def test_bad_shard_specs_raise_naming_the_flag(spec):
+  with pytest.raises(ValueError, match=r"--sweep_shard=.*(0 <= i < n|expected i/n)"):
+    sweep.parse_shard(spec)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 7, 23, 24, 25, 40])
+def test_shards_partition_the_sweep(count):
+  runs = sweep.expand(*sweep.load_sweep(SCHEMES_SMOKE))
+  names = [n for n, _ in runs]
+  shards = [[n for n, _ in sweep.shard_runs(runs, (i, count))] for i in range(count)]
+  assert sorted(n for shard in shards for n in shard) == sorted(names)  # union, no repeats
+  for i, shard in enumerate(shards):
+    assert shard == names[i::count]  # every n-th point, in sweep order
+  assert max(map(len, shards)) - min(map(len, shards)) <= 1
+  assert sweep.shard_runs(runs, None) == runs
+
+
+def _fake_training(monkeypatch):
+  """Fakes training (writes what a finished run leaves) and eval; returns their call logs."""
+  trained, evaluated = [], []
+
+  def train(config, workdir):
+    trained.append(os.path.basename(workdir))
+    os.makedirs(os.path.join(workdir, "checkpoints", str(config.num_steps)))
+    pathlib.Path(workdir, "config.json").write_text(config.to_json())
+
+  def evaluate_runs(workdirs, out_dir, *, lengths, batch_size, names):
+    evaluated.append((list(workdirs), out_dir, list(names)))
+    return [{"run": n} for n in names]
+
+  monkeypatch.setattr(sweep.train_lib, "train_and_evaluate", train)
+  monkeypatch.setattr(sweep.evaluate, "evaluate_runs", evaluate_runs)
+  return trained, evaluated
+
+
+def test_shards_train_their_runs_and_only_the_last_evaluates(tmp_path, monkeypatch, caplog):
+  trained, evaluated = _fake_training(monkeypatch)
+  names = [n for n, _ in sweep.expand(*sweep.load_sweep(SCHEMES_SMOKE))]
+  for i in range(3):
+    trained.clear()
+    caplog.clear()
+    records = sweep.run_sweep(SCHEMES_SMOKE, str(tmp_path), shard=f"{i}/3")
+    assert trained == names[i::3]
+    sweep_file = json.loads((tmp_path / sweep.SWEEP_FILE).read_text())
+    assert [r["name"] for r in sweep_file["runs"]] == names  # every shard records the whole sweep
+    if i < 2:
+      assert records == [] and not evaluated
+      assert f"python eval.py --sweep_dir {tmp_path}" in caplog.text
+      assert names[2] in caplog.text  # a run of the last shard is named as missing
+  assert evaluated == [([str(tmp_path / n) for n in names], str(tmp_path / "eval"), names)]
+  assert [r["run"] for r in records] == names
+  trained.clear()
+  sweep.run_sweep(SCHEMES_SMOKE, str(tmp_path))  # everything finished: nothing is retrained
+  assert trained == [] and len(evaluated) == 2
+
+
+def test_runs_and_shard_combine_and_unfinished_runs_are_trained_again(tmp_path, monkeypatch):
+  trained, evaluated = _fake_training(monkeypatch)
+  only = ["t5+copy", "rope+reverse", "none+scan_length"]
+  sweep.run_sweep(SCHEMES_SMOKE, str(tmp_path), only=only, shard="1/2")
+  assert trained == ["rope+reverse"] and not evaluated
+  os.rename(tmp_path / "rope+reverse/checkpoints/2", tmp_path / "rope+reverse/checkpoints/1")
+  sweep.run_sweep(SCHEMES_SMOKE, str(tmp_path), only=only)
+  assert trained == ["rope+reverse", "t5+copy", "rope+reverse", "none+scan_length"]
+  assert evaluated[0][2] == only
+
+
+def test_a_run_dir_of_another_config_is_an_error(tmp_path, monkeypatch):
+  _fake_training(monkeypatch)
+  sweep.run_sweep(SCHEMES_SMOKE, str(tmp_path), only=["t5+copy"], run_eval=False)
+  with pytest.raises(ValueError, match=r"t5\+copy holds a run with a different config"):
+    sweep.run_sweep(SCHEMES_SMOKE.replace("num_seeds=1", "num_seeds=2"), str(tmp_path),
+                    only=["t5+copy"], run_eval=False)
+
+
+# ---------------------------------------------------- the entry points, for real
+
+def _run(*args):
+  return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                        timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+@pytest.fixture(scope="module")
+def trained_sweep(tmp_path_factory):
+  """`python train.py` on one smoke point of the schemes sweep: (sweep dir, the process)."""
+  workdir = tmp_path_factory.mktemp("schemes")
+  proc = _run("train.py", "--config", "configs/ablations/schemes.py:smoke,num_seeds=1,steps=2",
+              "--workdir", str(workdir), "--runs", "t5+copy")
+  return workdir, proc
+
+
+def test_train_py_trains_and_tabulates_a_sweep(trained_sweep):
+  workdir, proc = trained_sweep
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert os.listdir(workdir / "t5+copy" / "checkpoints") == ["2"]
+  assert sorted(p.name for p in workdir.iterdir()) == ["eval", "sweep.json", "t5+copy"]
+  assert "t5+copy" in (workdir / "eval" / "exact_match.md").read_text()
+  assert "t5+copy" in proc.stdout  # the tables are printed too
+
+
+def test_a_finished_run_is_not_retrained(trained_sweep, monkeypatch):
+  workdir, proc = trained_sweep
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  metrics = (workdir / "t5+copy" / "metrics.jsonl").read_text()
+
+  def fail(config, workdir):
+    raise AssertionError(f"{workdir} was retrained")
+
+  monkeypatch.setattr(sweep.train_lib, "train_and_evaluate", fail)
+  assert sweep.run_sweep(SCHEMES_SMOKE, str(workdir), only=["t5+copy"], run_eval=False) == []
+  assert (workdir / "t5+copy" / "metrics.jsonl").read_text() == metrics
+
+
+def test_bad_flags_fail_before_anything_runs(tmp_path):
+  schemes = "configs/ablations/schemes.py:smoke"
+  for args in (["train.py", "--config", schemes, "--workdir", str(tmp_path), "--sweep_shard=4/4"],
+               ["-m", "relpos_jax.sweep", "--config", schemes, "--sweep_dir", str(tmp_path),
+                "--sweep_shard=1-4"]):
+    proc = _run(*args)
+    assert proc.returncode != 0 and "--sweep_shard" in proc.stderr, proc.stderr[-2000:]
+    assert "0 <= i < n" in proc.stderr
+  proc = _run("train.py", "--config", "configs/default.py:smoke", "--workdir", str(tmp_path),
+              "--sweep_shard=0/2")
+  assert proc.returncode != 0 and "need a sweep config" in proc.stderr
+  assert not os.listdir(tmp_path)

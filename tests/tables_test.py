@@ -8,31 +8,28 @@ import pytest
 from relpos_jax import tables
 
 NAN = float("nan")
+LENGTHS = [10, 20, 30, 40, 80]  # max train 20: in-dist 10, 20; 1.5× 30; 2× 40; 4× 80
+# run "a": 3 seeds (rows) × LENGTHS (columns).
+A_EXACT = np.array([[1.0, 0.9, 0.4, 0.0, 0.0],
+                    [1.0, 0.8, 0.5, 0.1, 0.0],
+                    [0.9, 0.7, 0.6, 0.2, 0.1]])
+B_EXACT = [1.0, 1.0, 0.25, 0.5, NAN]  # run "b", 1 seed; 80 is not representable
 
 
-def _record(run, seed, length, exact, *, content=None, stop=None, scheme="t5", max_train=20):
-  """One record; content/stop default to splitting the failures 3:1."""
-  fail = 1.0 - exact if not np.isnan(exact) else NAN
+def _record(run, seed, length, exact, *, scheme="t5", max_train=20, **metrics):
+  """One record; a NaN exact match makes it not representable."""
+  na = np.isnan(exact)
   return {"run": run, "scheme": scheme, "task": "copy", "seed": seed, "replica": seed,
           "length": length, "min_train_length": 1, "max_train_length": max_train,
-          "num_examples": 0 if np.isnan(exact) else 128, "exact_match": exact,
-          "content_errors": 0.75 * fail if content is None else content,
-          "stop_errors": 0.25 * fail if stop is None else stop,
-          "error": "too long" if np.isnan(exact) else None}
-
-
-# run "a": 3 seeds; rows are seeds, columns lengths 10, 20, 30, 40.
-A_EXACT = np.array([[1.0, 0.9, 0.4, 0.0],
-                    [1.0, 0.8, 0.5, 0.1],
-                    [0.9, 0.7, 0.6, 0.2]])
-LENGTHS = [10, 20, 30, 40]
+          "num_examples": 0 if na else 64, "exact_match": exact,
+          "token_accuracy": NAN if na else 0.5 + exact / 2, **metrics,
+          "error": "max_len too short" if na else None}
 
 
 def _records():
   records = [_record("a", s, n, float(A_EXACT[s, i]))
              for s in range(3) for i, n in enumerate(LENGTHS)]
-  records += [_record("b", 0, n, e, scheme="learned")
-              for n, e in zip(LENGTHS, [1.0, 1.0, 0.25, NAN])]
+  records += [_record("b", 0, n, e, scheme="learned") for n, e in zip(LENGTHS, B_EXACT)]
   return records
 
 
@@ -41,8 +38,7 @@ def _cell(values):
 
 
 def test_mean_std_matches_numpy():
-  values = np.array([0.4, 0.5, 0.6, NAN])
-  mean, std, count = tables.mean_std(values)
+  mean, std, count = tables.mean_std(np.array([0.4, 0.5, 0.6, NAN]))
   assert count == 3
   np.testing.assert_allclose([mean, std], [0.5, np.std([0.4, 0.5, 0.6], ddof=1)])
   assert tables.mean_std([0.3]) == (0.3, 0.0, 1)
@@ -52,93 +48,159 @@ def test_mean_std_matches_numpy():
 def test_format_stat():
   assert tables.format_stat(0.5, 0.1, 3) == "0.50 ± 0.10"
   assert tables.format_stat(0.5, 0.0, 1) == "0.50"
-  assert tables.format_stat(NAN, NAN, 0) == "n/a"
+  assert tables.format_stat(NAN, NAN, 0) == "—"
   assert tables.format_stat(0.12345, 0.01, 2, digits=3) == "0.123 ± 0.010"
 
 
-def test_exact_match_table_known_markdown():
+@pytest.mark.parametrize("lengths, max_train, expected", [
+    ((5, 10, 15, 20, 30, 40, 60, 80), 20,  # the ablation preset
+     {"in-dist": [5, 10, 15, 20], "1.5×": [30], "2×": [40], "4×": [80],
+      "extrap": [30, 40, 60, 80]}),
+    ((4, 8), 6, {"in-dist": [4], "1.5×": [8], "2×": [], "4×": [], "extrap": [8]}),  # smoke
+    (range(24, 49), 22,  # SCAN's length split: nothing near 4 × 22
+     {"in-dist": [], "1.5×": [33], "2×": [44], "4×": [], "extrap": list(range(24, 49))}),
+    ((10, 25, 35), 20, {"in-dist": [10], "1.5×": [], "2×": [35], "4×": [],  # 25: 17% off
+                        "extrap": [25, 35]}),
+])
+def test_length_groups(lengths, max_train, expected):
+  assert tables.length_groups(lengths, max_train) == expected
+
+
+def test_metric_table_known_markdown():
   text = tables.exact_match_table(_records())
-  in_dist = A_EXACT[:, :2].mean(axis=1)   # each seed over lengths <= 20
-  extrap = A_EXACT[:, 2:].mean(axis=1)    # each seed over lengths > 20
-  row_a = ("| a | t5 | 3 | 1–20 | "
-           + " | ".join(_cell(A_EXACT[:, i]) for i in range(4))
-           + f" | {_cell(in_dist)} | {_cell(extrap)} |")
-  row_b = "| b | learned | 1 | 1–20 | 1.00 | 1.00 | 0.25 | n/a | 1.00 | 0.25† |"
   lines = text.splitlines()
   assert lines[0] == "### Exact match vs length — task copy"
-  assert lines[2] == "| run | scheme | seeds | train | 10 | 20 | 30 | 40 | in-dist | extrap |"
+  assert lines[2] == ("| run | scheme | seeds | train | in-dist | 1.5× | 2× | 4× | extrap "
+                      "| 10 | 20 | 30 | 40 | 80 |")
+  in_dist = A_EXACT[:, :2].mean(axis=1)  # each seed over lengths <= 20 first
+  extrap = A_EXACT[:, 2:].mean(axis=1)
+  row_a = ("| a | t5 | 3 | 1–20 | " + " | ".join(
+      [_cell(in_dist), _cell(A_EXACT[:, 2]), _cell(A_EXACT[:, 3]), _cell(A_EXACT[:, 4]),
+       _cell(extrap)] + [_cell(A_EXACT[:, i]) for i in range(5)]) + " |")
   assert lines[4] == row_a
-  assert lines[5] == row_b
-  assert row_a == ("| a | t5 | 3 | 1–20 | 0.97 ± 0.06 | 0.80 ± 0.10 | 0.50 ± 0.10 | "
-                   "0.10 ± 0.10 | 0.88 ± 0.08 | 0.30 ± 0.10 |")
+  assert row_a.startswith("| a | t5 | 3 | 1–20 | 0.88 ± 0.08 | 0.50 ± 0.10 | 0.10 ± 0.10 | "
+                          "0.03 ± 0.06 | 0.21 ± 0.08 |")
+  # b: 80 is not representable: its cell and the 4× group read n/a; extrap averages
+  # the representable lengths only (†).
+  assert lines[5] == ("| b | learned | 1 | 1–20 | 1.00 | 0.25 | 0.50 | n/a | 0.38† | 1.00 | "
+                      "1.00 | 0.25 | 0.50 | n/a |")
   legend = text.split("\n\n", 1)[1]
-  assert "n/a" in legend and "cannot encode" in legend and "learned" in legend
+  assert "n/a: not representable" in legend and "learned position table" in legend
   assert "†" in legend and "ddof=1" in legend
+  assert "1.5× = 30, 2× = 40, 4× = 80" in legend
 
 
-def test_exact_match_table_without_na_has_no_na_legend():
+def test_table_without_na_has_no_na_legend():
   text = tables.exact_match_table([r for r in _records() if r["run"] == "a"])
-  assert "n/a" not in text and "†" not in text
+  body = text.split("\n", 1)[1]  # the title has a dash of its own
+  assert "n/a" not in body and "†" not in body and "—" not in body
 
 
-def test_empty_range_is_a_dash():
-  records = [_record("scan", 0, n, 0.1, max_train=22) for n in (24, 30)]
-  text = tables.exact_match_table(records)
-  assert "| scan | t5 | 1 | 1–22 | 0.10 | 0.10 | — | 0.10 |" in text
-  assert "—: the run has no eval length in that range" in text
+def test_empty_group_is_a_dash():
+  text = tables.exact_match_table([_record("scan", 0, n, 0.1, max_train=22) for n in (24, 33)])
+  assert "| scan | t5 | 1 | 1–22 | — | 0.10 | — | — | 0.10 | 0.10 | 0.10 |" in text
+  assert "—: no value" in text
 
 
 def test_other_metric_and_digits():
-  text = tables.exact_match_table(_records(), metric="content_errors", digits=3)
-  assert text.startswith("### Content errors vs length")
-  assert f"| {0.75 * (1 - A_EXACT[:, 0]).mean():.3f} ± " in text
+  text = tables.exact_match_table(_records(), metric="token_accuracy", digits=3)
+  assert text.startswith("### Token accuracy vs length")
+  assert f"| {(0.5 + A_EXACT[:, 0] / 2).mean():.3f} ± " in text
 
 
-def test_error_table_splits_content_and_stop():
-  records = [{**_record("a", s, n, e, content=c, stop=st), "mean_first_error": first}
-             for s, (e, c, st, first) in enumerate([(0.2, 0.6, 0.2, 7.0), (0.4, 0.3, 0.3, 12.0)])
-             for n in (10, 30)]
-  text = tables.error_table(records)
+def _anatomy_records():
+  """Run "a", 2 seeds at lengths 10 and 30 with known anatomy; run "b" n/a at 30."""
+  values = {  # (seed, length): exact, too short, too long, right length, pure stop, first wrong
+      (0, 10): (1.0, NAN, NAN, NAN, NAN, NAN),  # nothing failed
+      (1, 10): (1.0, NAN, NAN, NAN, NAN, NAN),
+      (0, 30): (0.2, 0.5, 0.25, 0.25, 0.5, 12.0),
+      (1, 30): (0.6, 0.0, 1.0, 0.0, 0.25, 20.0)}
+  keys = ("fail_too_short", "fail_too_long", "fail_right_length", "fail_pure_stop",
+          "first_wrong_median")
+  records = [_record("a", s, n, v[0], **dict(zip(keys, v[1:])),
+                     oracle_exact_match=min(1.0, v[0] + 0.3))
+             for (s, n), v in values.items()]
+  records += [_record("b", 0, 10, 0.5, **dict(zip(keys, (1.0, 0.0, 0.0, 1.0, 3.0))),
+                      oracle_exact_match=0.5),
+              _record("b", 0, 30, NAN, **dict.fromkeys(keys, NAN), oracle_exact_match=NAN)]
+  return records
+
+
+def test_error_table_is_the_failure_anatomy():
+  text = tables.error_table(_anatomy_records())
   lines = text.splitlines()
-  assert lines[2] == "| run | scheme | seeds | 30 | content | stop | stop share | first error |"
-  content, stop = np.mean([0.6, 0.3]), np.mean([0.2, 0.3])
-  assert lines[4] == (f"| a | t5 | 2 | {content:.2f} / {stop:.2f} | {_cell([0.6, 0.3])} | "
-                      f"{_cell([0.2, 0.3])} | {stop / (content + stop):.2f} | 9.5 ± 3.5 |")
-  assert "stop share" in text.split("\n\n", 1)[1]
+  assert lines[0] == "### Failure anatomy — task copy"
+  assert lines[2] == ("| run | length | × train | failures | too short | too long | right length "
+                      "| pure stop | first wrong (median) | oracle exact |")
+  assert lines[4] == "| a | 10 | 0.5 | 0.00 ± 0.00 | — | — | — | — | — | 1.00 ± 0.00 |"
+  assert lines[5] == ("| a | 30 | 1.5 | 0.60 ± 0.28 | 0.25 ± 0.35 | 0.62 ± 0.53 | "
+                      "0.12 ± 0.18 | 0.38 ± 0.18 | 16.0 ± 5.7 | 0.70 ± 0.28 |")
+  assert lines[6] == "| b | 10 | 0.5 | 0.50 | 1.00 | 0.00 | 0.00 | 1.00 | 3.0 | 0.50 |"
+  assert lines[7] == "| b | 30 | 1.5 | n/a | n/a | n/a | n/a | n/a | n/a | n/a |"
+  legend = text.split("\n\n", 1)[1]
+  assert "—: nothing failed" in legend and "n/a: not representable" in legend
+  assert "oracle exact" in legend
 
 
-def test_error_table_na_and_no_failures():
-  text = tables.error_table(_records())
-  row_b = next(l for l in text.splitlines() if l.startswith("| b "))
-  assert row_b == "| b | learned | 1 | 0.56 / 0.19 | n/a | 0.56 | 0.19 | 0.25 | n/a |"
-  perfect = [_record("p", 0, n, 1.0) for n in (10, 30)]
-  assert "| p | t5 | 1 | 0.00 / 0.00 | 0.00 | 0.00 | n/a | n/a |" in tables.error_table(perfect)
+def test_error_table_without_oracle_or_dashes():
+  records = [{k: v for k, v in r.items() if k != "oracle_exact_match"}
+             for r in _anatomy_records() if r["run"] == "b" and r["length"] == 10]
+  body = tables.error_table(records).split("\n", 1)[1]
+  assert "oracle" not in body and "—" not in body and "n/a" not in body
 
 
-def test_write_csv(tmp_path):
-  path = tmp_path / "sub" / "results.csv"
+def test_report_holds_every_main_metric_present():
+  text = tables.report(_anatomy_records())
+  titles = [line for line in text.splitlines() if line.startswith("### ")]
+  assert titles == ["### Exact match vs length — task copy",
+                    "### Token accuracy vs length — task copy",
+                    "### Oracle exact match vs length — task copy",
+                    "### Failure anatomy — task copy"]
+
+
+def test_write_csv_one_row_per_run(tmp_path):
+  path = tmp_path / "sub" / "extrapolation.csv"
   tables.write_csv(_records(), str(path))
   with open(path) as f:
-    rows = list(csv.DictReader(f))
-  assert len(rows) == 8
-  a30 = next(r for r in rows if r["run"] == "a" and r["length"] == "30")
-  np.testing.assert_allclose(float(a30["exact_match_mean"]), A_EXACT[:, 2].mean())
-  np.testing.assert_allclose(float(a30["exact_match_std"]), np.std(A_EXACT[:, 2], ddof=1))
-  assert a30["seeds"] == "3" and a30["in_train_range"] == "False" and a30["scheme"] == "t5"
-  b40 = next(r for r in rows if r["run"] == "b" and r["length"] == "40")
-  assert b40["exact_match_mean"] == "" and b40["stop_errors_mean"] == ""
+    rows = {r["run"]: r for r in csv.DictReader(f)}
+  assert list(rows) == ["a", "b"]
+  a, b = rows["a"], rows["b"]
+  assert (a["seeds"], a["max_train_length"], a["scheme"]) == ("3", "20", "t5")
+  assert (a["length_1.5x"], a["length_2x"], a["length_4x"]) == ("30", "40", "80")
+  in_dist = A_EXACT[:, :2].mean(axis=1)
+  np.testing.assert_allclose(float(a["exact_match_in_dist_mean"]), in_dist.mean())
+  np.testing.assert_allclose(float(a["exact_match_in_dist_std"]), np.std(in_dist, ddof=1))
+  np.testing.assert_allclose(float(a["exact_match_2x_mean"]), A_EXACT[:, 3].mean())
+  np.testing.assert_allclose(float(a["exact_match_L30_mean"]), A_EXACT[:, 2].mean())
+  np.testing.assert_allclose(float(a["token_accuracy_L10_std"]),
+                             np.std(0.5 + A_EXACT[:, 0] / 2, ddof=1))
+  assert b["exact_match_L80_mean"] == b["exact_match_4x_mean"] == "n/a"  # not representable
+  np.testing.assert_allclose(float(b["exact_match_extrap_mean"]), np.mean(B_EXACT[2:4]))
+
+
+def test_write_csv_empty_cells(tmp_path):
+  path = tmp_path / "x.csv"
+  records = [_record("scan", 0, n, 0.1, max_train=22) for n in (24, 33)]
+  records.append(_record("other", 0, 10, 1.0, max_train=22, fail_pure_stop=NAN))
+  tables.write_csv(records, str(path))
+  with open(path) as f:
+    rows = {r["run"]: r for r in csv.DictReader(f)}
+  assert rows["scan"]["exact_match_in_dist_mean"] == ""  # no length in the group
+  assert rows["scan"]["length_4x"] == ""
+  assert rows["other"]["exact_match_L24_mean"] == ""  # the run has no such length
+  assert rows["other"]["fail_pure_stop_L10_mean"] == ""  # no failures: no value
 
 
 def test_by_run_keeps_first_appearance_order():
   records = _records()
   assert list(tables.by_run(records[::-1])) == ["b", "a"]
-  assert tables.metric_keys(records) == ["exact_match", "content_errors", "stop_errors"]
+  assert tables.metric_keys(records) == ["exact_match", "token_accuracy"]
 
 
-@pytest.mark.parametrize("beyond, expected", [(False, A_EXACT[:, :2]), (True, A_EXACT[:, 2:])])
-def test_range_stats(beyond, expected):
-  records = [r for r in _records() if r["run"] == "a"]
-  mean, std, count, partial = tables.range_stats(records, "exact_match", beyond)
-  per_seed = expected.mean(axis=1)
-  np.testing.assert_allclose([mean, std], [per_seed.mean(), np.std(per_seed, ddof=1)])
-  assert count == 3 and not partial
+def test_group_stats_partial_and_not_representable():
+  b = [r for r in _records() if r["run"] == "b"]
+  groups = tables.length_groups(LENGTHS, 20)
+  mean, _, count, partial, na = tables.group_stats(b, "exact_match", groups["extrap"])
+  assert (mean, count, partial, na) == (pytest.approx(np.mean(B_EXACT[2:4])), 1, True, False)
+  assert tables.group_stats(b, "exact_match", groups["4×"])[3:] == (False, True)
+  assert tables.group_stats(b, "exact_match", []) is None

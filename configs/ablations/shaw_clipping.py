@@ -1,17 +1,16 @@
-"""Shaw's clipping distance k on the copy task (cf. Shaw et al. 2018, Table 3).
+"""Shaw's clipping distance k on the copy task; mirrors Shaw et al. 2018, Table 2.
 
-Shaw et al. varied k ∈ {0, 1, 2, 4, 16, 64, 256} on WMT En-De and found BLEU flat
-for k >= 2. Here the question is extrapolation: a model trained on lengths 1-20
-and evaluated to 80. k = 0 leaves one shared row (no relative information); for
-k >= 20 no training distance is clipped, so longer test sequences meet distances
-(and table rows) never trained.
+Shaw et al. varied the clipping distance k ∈ {0, 1, 2, 4, 16, 64} on WMT En-De
+(Table 2) and found BLEU flat for k >= 2. Here the question is extrapolation: a
+model trained on lengths 1-20 and evaluated to 80, one run per k
+(`max_relative_position=k`). k = 0 leaves one shared row (no relative
+information); for k >= 20 no training distance is clipped, so longer test
+sequences meet distances (and table rows) never trained.
 
-  python -m relpos_jax.sweep --config configs/ablations/shaw_clipping.py \
-      --sweep_dir runs/shaw_clipping
+  python train.py --config configs/ablations/shaw_clipping.py --workdir runs/shaw_clipping
 
-Expected runtime on 2 CPU cores: ~8 min per k (2000 steps × 3 replicas, plus
-eval), ~1 h for the 7 values. Arguments: those of configs/default.py (`smoke`,
-`num_seeds`, `steps`, `task`, ...).
+Expected runtime: ~2 min per run on 2 CPU cores at the ablation size (6 runs).
+Arguments: those of configs/default.py (`smoke`, `num_seeds`, `steps`, `task`, ...).
 """
 
 import os

@@ -1,14 +1,14 @@
 """Shaw's two terms on and off: relative keys (a^K, the logit term) and values (a^V).
 
-Shaw et al. 2018 (Table 4) found the key term alone matches both on translation;
-here, extrapolation on the copy task (train lengths 1-20, eval to 80). With both
-off the attention has no position information at all (NoPE inside attention).
+Mirrors Shaw et al. 2018, Table 3 (relative position representations in the keys
+and/or the values), where the key term alone matched both on translation; here,
+extrapolation on the copy task (train lengths 1-20, eval to 80). With both off
+the attention has no position information at all (NoPE inside attention).
 
-  python -m relpos_jax.sweep --config configs/ablations/shaw_terms.py \
-      --sweep_dir runs/shaw_terms
+  python train.py --config configs/ablations/shaw_terms.py --workdir runs/shaw_terms
 
-Expected runtime on 2 CPU cores: ~8 min per run (2000 steps × 3 replicas, plus
-eval), ~30 min for the 4 runs. Arguments: those of configs/default.py.
+Expected runtime: ~2 min per run on 2 CPU cores at the ablation size (4 runs).
+Arguments: those of configs/default.py.
 """
 
 import itertools

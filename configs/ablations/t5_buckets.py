@@ -1,18 +1,18 @@
 """T5's bucketing: num_buckets × max_distance on the copy task.
 
-Train lengths 1-20, eval to 80. max_distance 16 puts every training distance
-beyond 16 into one shared bucket; 32 and 128 give long distances their own
-(log-spaced) buckets, which training up to 20 never fills.
+The table: where do more buckets stop helping extrapolation? Train lengths 1-20,
+eval to 160 (8x). max_distance 16 puts every training distance beyond 16 into
+one shared bucket; 32 and 128 give long distances their own (log-spaced)
+buckets, which training up to 20 never fills.
 
 The grid is {8, 16, 32, 64} × {16, 32, 128}, keeping only the pairs T5's formula
 accepts: the causal decoder's exact range is num_buckets / 2, and max_distance
 must exceed it. That drops (32, 16), (64, 16) and (64, 32): 9 runs.
 
-  python -m relpos_jax.sweep --config configs/ablations/t5_buckets.py \
-      --sweep_dir runs/t5_buckets
+  python train.py --config configs/ablations/t5_buckets.py --workdir runs/t5_buckets
 
-Expected runtime on 2 CPU cores: ~8 min per run (2000 steps × 3 replicas, plus
-eval), ~1 h 15 min for the 9 runs. Arguments: those of configs/default.py.
+Expected runtime: ~2 min per run on 2 CPU cores at the ablation size (9 runs).
+Arguments: those of configs/default.py.
 """
 
 import itertools
