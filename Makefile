@@ -26,7 +26,7 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m relpos_jax.positions
 	$(PY) train.py --config configs/default.py --workdir runs/demo
-	$(PY) eval.py --workdirs runs/demo
+	$(PY) eval.py --workdir runs/demo
 
 # Speed and memory of every positional scheme -> benchmarks/RESULTS.md (~15 min on 2 cores);
 # pass flags with BENCH_ARGS, e.g. make bench BENCH_ARGS="--schemes=none,t5 --lengths=64".

@@ -16,8 +16,8 @@ process, each measurement after a warm-up and reported as the median of
   its compile time;
 * greedy decoding of L tokens from a length-L source with the cache
   (`decode.greedy_decode`) and, up to `--uncached_max_length`, without it
-  (`decode.greedy_decode_uncached`, which reruns the decoder over the whole
-  target each step), their ratio, and the cached rate as a fraction of its
+  (`decode.greedy_decode_uncached`, which reruns the whole teacher-forced
+  forward pass, encoder included, each step), their ratio, and the cached rate as a fraction of its
   matmul-bound rate;
 * the vmapped multi-seed train step of configs/default.py, 1 seed against
   `--num_seeds` seeds.

@@ -9,7 +9,7 @@ d_model 64, dropout 0.1) and trains longer (6000 steps of 64, ~23 epochs of the
 
   python train.py --config configs/scan_length.py --workdir runs/scan_t5
   python train.py --config configs/scan_length.py:scheme=shaw,num_seeds=3 --workdir runs/scan_shaw
-  python eval.py --workdirs runs/scan_t5,runs/scan_shaw --out runs/scan_eval
+  python eval.py --workdir runs/scan_t5 --workdir runs/scan_shaw --out runs/scan_eval
   python train.py --config configs/scan_length.py:smoke --workdir /tmp/scan_smoke   # seconds
 
 Expected runtime on 2 CPU cores: ~20 min per seed for the 6000 steps (~5 steps/s),

@@ -281,13 +281,31 @@ def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
 
 def evaluate_lengths(model, params, dataset: pipeline.Dataset, lengths: Iterable[int], *,
                      batch_size: int, **kwargs) -> list[Record]:
-  """`evaluate_length` at each length, in order (kwargs: its keyword options)."""
+  """`evaluate_length` at each length, in order.
+
+  Args:
+    model, params, dataset, batch_size: as for `evaluate_length`.
+    lengths: eval lengths.
+    **kwargs: `evaluate_length`'s keyword options (`num_examples`, `oracle_length`).
+
+  Returns:
+    One record per length.
+  """
   return [evaluate_length(model, params, dataset, n, batch_size=batch_size, **kwargs)
           for n in lengths]
 
 
 def not_representable(length: int, reason: str, *, oracle_length: bool = False) -> Record:
-  """The record of a length the scheme cannot encode: NaN metrics and the reason."""
+  """The record of a length the scheme cannot encode.
+
+  Args:
+    length: the eval length.
+    reason: why (decode's message).
+    oracle_length: include the oracle metrics.
+
+  Returns:
+    `{"length", "num_examples": 0, every metric: NaN, "error": reason}`.
+  """
   keys = METRIC_KEYS + (ORACLE_KEYS if oracle_length else ())
   return {"length": int(length), "num_examples": 0, **{k: float("nan") for k in keys},
           "error": reason}
@@ -389,7 +407,7 @@ class EvalOptions:
     if self.batch_size is not None and self.batch_size < 1:
       raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
     if self.lengths is not None:
-      self.lengths = sorted(set(int(n) for n in self.lengths))
+      self.lengths = sorted({int(n) for n in self.lengths})
       if not self.lengths or self.lengths[0] < 1:
         raise ValueError(f"eval lengths must be positive, got {self.lengths}")
 
@@ -481,9 +499,36 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
       records.append({**base, "seed": seed, "replica": replica, **record})
   out_dir = os.path.join(target.workdir, "eval")
   write_report(records, out_dir)
+  distance = train_distance(model, dataset)
+  randomized = config.get("randomized", {})
+  if randomized.get("enabled", False):  # positions were drawn from [0, max_random_position)
+    distance = max(distance, int(randomized["max_random_position"]) - 1)
   _scheme_plots(model, jax.tree_util.tree_map(lambda x: x[0], params_N), config, out_dir,
-                max_train)
+                distance)
   return records
+
+
+def train_distance(model, dataset: pipeline.Dataset, num_examples: int = 512) -> int:
+  """The largest position (= |key − query| distance) self-attention sees in training.
+
+  Measured on the first `num_examples` training examples: the longest real
+  input and target (EOS included), positions counted from 0; a model over one
+  running sequence (`joint_positions`, decoder-only) sees both in one sequence.
+
+  Args:
+    model: the model.
+    dataset: its data.
+    num_examples: how many training examples to measure.
+
+  Returns:
+    The distance.
+  """
+  batch = dataset.train_batch(0, min(num_examples, dataset.num_train_examples or num_examples))
+  longest_s = int((batch["inputs"] != vocab.PAD_ID).sum(1).max())
+  longest_t = int((batch["targets"] != vocab.PAD_ID).sum(1).max())
+  if getattr(model, "joint_positions", False):
+    return longest_s + longest_t - 1
+  return max(longest_s, longest_t) - 1
 
 
 def _eval_dataset(config: ml_collections.ConfigDict, options: EvalOptions) -> pipeline.Dataset:
@@ -535,22 +580,21 @@ def _evaluate_or_na(model, params, dataset, length, batch_size, options: EvalOpt
 
 
 def _scheme_plots(model, params, config: ml_collections.ConfigDict, out_dir: str,
-                  max_train_length: int) -> None:
+                  max_train_distance: int) -> None:
   """The figures of the scheme modules the model holds (T5, Shaw keys, sinusoid), if any."""
   modules = [module for _, module in plots.scheme_instances(model, params)]
   if any(isinstance(m, t5.T5Bias) for m in modules):
     plots.learned_bias_curves(model, params, os.path.join(out_dir, SCHEME_PLOTS["t5"]),
-                              max_train_length=max_train_length, seed=config.seed)
+                              max_train_distance=max_train_distance, seed=config.seed)
   if any(isinstance(m, shaw.Shaw) and m.use_keys for m in modules):
     plots.shaw_key_norms(model, params, os.path.join(out_dir, SCHEME_PLOTS["shaw"]),
-                         max_train_length=max_train_length, seed=config.seed)
+                         max_train_distance=max_train_distance, seed=config.seed)
   sinusoids = [m for m in modules if isinstance(m, sinusoidal.Sinusoidal)]
   if sinusoids:
     plots.encoding_heatmap(os.path.join(out_dir, SCHEME_PLOTS["sinusoidal"]),
-                           num_positions=max(config.data.length_buckets[0],
-                                             4 * max_train_length),
+                           num_positions=4 * (max_train_distance + 1),
                            dim=sinusoids[0].d_model, base=sinusoids[0].base,
-                           max_train_length=max_train_length)
+                           max_train_position=max_train_distance)
 
 
 def write_records(records: Sequence[Record], path: str) -> None:

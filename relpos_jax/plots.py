@@ -185,6 +185,12 @@ def _param_subtree(params: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
   return params
 
 
+def _shade_distances(ax, max_distance: int, causal: bool) -> None:
+  """Shades the relative distances seen in training (keys at or before the query if causal)."""
+  ax.axvspan(-max_distance, 0 if causal else max_distance, color="gray", alpha=0.12,
+             label="training distances")
+
+
 def _panel_title(path: Path, causal: bool) -> str:
   """`"decoder/position_0 (causal)"`."""
   return f"{'/'.join(path)} ({'causal' if causal else 'bidirectional'})"
@@ -208,7 +214,7 @@ def bucket_edges(rel_R: np.ndarray, *, bidirectional: bool, num_buckets: int,
 
 
 def learned_bias_curves(model: nn.Module, params: Mapping[str, Any], path: str, *,
-                        max_relative: int | None = None, max_train_length: int | None = None,
+                        max_relative: int | None = None, max_train_distance: int | None = None,
                         seed: int | None = None) -> str:
   """T5's learned bias b(key − query) per head vs relative distance, per bias table.
 
@@ -223,8 +229,8 @@ def learned_bias_curves(model: nn.Module, params: Mapping[str, Any], path: str, 
     params: one replica's params.
     path: the PNG to write.
     max_relative: the largest |distance| drawn (default 1.5 × max_distance).
-    max_train_length: if given, shades the distances seen in training
-      (|distance| < max_train_length).
+    max_train_distance: if given, shades the distances seen in training
+      (|distance| <= max_train_distance; see `evaluate.train_distance`).
     seed: the replica's seed, for the title.
 
   Returns:
@@ -261,9 +267,8 @@ def learned_bias_curves(model: nn.Module, params: Mapping[str, Any], path: str, 
       for i, edge in enumerate(edges_E):
         ax.axvline(edge, color="gray", linestyle=":", linewidth=0.6,
                    label="bucket edges" if i == 0 else None)
-      if max_train_length:
-        ax.axvspan(-(max_train_length - 1), 0 if module.causal else max_train_length - 1,
-                   color="gray", alpha=0.12, label="training distances")
+      if max_train_distance:
+        _shade_distances(ax, max_train_distance, module.causal)
       ax.set_title(_panel_title(module_path, module.causal), fontsize=9)
       ax.set_xlabel("key − query position")
       ax.set_ylabel("bias")
@@ -277,7 +282,7 @@ def learned_bias_curves(model: nn.Module, params: Mapping[str, Any], path: str, 
 
 
 def shaw_key_norms(model: nn.Module, params: Mapping[str, Any], path: str, *,
-                   max_train_length: int | None = None, seed: int | None = None) -> str:
+                   max_train_distance: int | None = None, seed: int | None = None) -> str:
   """Norms of Shaw's key-table rows ‖a^K[clip(d, −k, k) + k]‖ vs relative distance d.
 
   One curve per Shaw module (one per layer), a panel for the bidirectional
@@ -289,7 +294,8 @@ def shaw_key_norms(model: nn.Module, params: Mapping[str, Any], path: str, *,
     model: the run's model (any architecture).
     params: one replica's params.
     path: the PNG to write.
-    max_train_length: if given, shades the distances seen in training.
+    max_train_distance: if given, shades the distances seen in training
+      (|d| <= max_train_distance).
     seed: the replica's seed, for the title.
 
   Returns:
@@ -321,9 +327,8 @@ def shaw_key_norms(model: nn.Module, params: Mapping[str, Any], path: str, *,
       for edge in ([-k] if causal else [-k, k]):
         ax.axvline(edge, color="black", linestyle="--", linewidth=0.8,
                    label=f"clipping distance k = {k}" if edge == -k else None)
-    if max_train_length:
-      ax.axvspan(-(max_train_length - 1), 0 if causal else max_train_length - 1,
-                 color="gray", alpha=0.12, label="training distances")
+    if max_train_distance:
+      _shade_distances(ax, max_train_distance, causal)
     ax.set_title("causal (keys at or before the query)" if causal else "bidirectional",
                  fontsize=9)
     ax.set_xlabel("key − query position d")
@@ -336,7 +341,7 @@ def shaw_key_norms(model: nn.Module, params: Mapping[str, Any], path: str, *,
 
 
 def encoding_heatmap(path: str, *, num_positions: int = 128, dim: int = 64,
-                     base: float = 10000.0, max_train_length: int | None = None) -> str:
+                     base: float = 10000.0, max_train_position: int | None = None) -> str:
   """The sinusoidal encoding as an image: positions × dimensions.
 
   Args:
@@ -344,7 +349,7 @@ def encoding_heatmap(path: str, *, num_positions: int = 128, dim: int = 64,
     num_positions: positions 0..num_positions-1 (rows).
     dim: encoding dimensions (columns; interleaved sin/cos).
     base: the sinusoid's base.
-    max_train_length: if given, a line below the last position seen in training.
+    max_train_position: if given, a line below the last position seen in training.
 
   Returns:
     `path`.
@@ -356,9 +361,9 @@ def encoding_heatmap(path: str, *, num_positions: int = 128, dim: int = 64,
   image = ax.imshow(enc_PxD, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
                     interpolation="nearest")
   fig.colorbar(image, ax=ax)
-  if max_train_length:
-    ax.axhline(max_train_length - 0.5, color="black", linestyle="--", linewidth=1,
-               label="longest training length")
+  if max_train_position is not None:
+    ax.axhline(max_train_position + 0.5, color="black", linestyle="--", linewidth=1,
+               label="last position seen in training")
     ax.legend(fontsize=7, loc="lower right")
   ax.set_xlabel("dimension (even: sin, odd: cos)")
   ax.set_ylabel("position")

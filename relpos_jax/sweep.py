@@ -20,8 +20,8 @@ One command per table (the two forms are the same):
   python -m relpos_jax.sweep --config configs/ablations/schemes.py --sweep_dir runs/schemes
 
 trains every run (finished runs are skipped, interrupted ones resume), then
-evaluates them all and writes `<sweep_dir>/eval/`: records.jsonl, exact_match.md,
-errors.md, results.csv and accuracy_vs_length.png (`python eval.py --sweep_dir
+evaluates them all and writes `<sweep_dir>/eval/`: extrapolation.jsonl,
+extrapolation.md, extrapolation.csv and accuracy_vs_length.png (`python eval.py --sweep_dir
 runs/schemes` redoes only that part). `--runs a,b` restricts the sweep to some
 runs; `--config.num_steps=500` (any key) overrides the base config.
 

@@ -78,6 +78,31 @@ def by_run(records: Sequence[Record]) -> dict[str, list[Record]]:
   return groups
 
 
+def num_seeds(records: Sequence[Record]) -> int:
+  """The number of distinct seeds in the records.
+
+  Args:
+    records: records (usually of one run).
+
+  Returns:
+    The count.
+  """
+  return len({r["seed"] for r in records})
+
+
+def task_suffix(records: Sequence[Record]) -> str:
+  """A title suffix naming the records' tasks.
+
+  Args:
+    records: records of one or more runs.
+
+  Returns:
+    `" — task copy, reverse"`, or empty when the records name no task.
+  """
+  tasks = sorted({str(r.get("task", "")) for r in records} - {""})
+  return f" — task {', '.join(tasks)}" if tasks else ""
+
+
 def metric_keys(records: Sequence[Record]) -> list[str]:
   """The metrics in the records: their float-valued keys, in record order."""
   keys: list[str] = []
@@ -138,7 +163,7 @@ def length_stats(records: Sequence[Record], metric: str = "exact_match"):
           np.asarray([s[1] for s in stats]), np.asarray([s[2] for s in stats]))
 
 
-def multiple_label(multiple: float) -> str:
+def _multiple_label(multiple: float) -> str:
   """`1.5` -> `"1.5×"`, `2.0` -> `"2×"`."""
   return f"{multiple:g}×"
 
@@ -162,7 +187,7 @@ def length_groups(lengths: Sequence[int], max_train_length: int) -> dict[str, li
     goal = m * max_train_length
     near = min(beyond, key=lambda n, goal=goal: (abs(n - goal), n), default=None)
     ok = near is not None and abs(near - goal) <= MULTIPLE_TOLERANCE * goal
-    groups[multiple_label(m)] = [near] if ok else []
+    groups[_multiple_label(m)] = [near] if ok else []
   groups[EXTRAP] = beyond
   return groups
 
@@ -211,14 +236,14 @@ def format_stat(mean: float, std: float, count: int, digits: int = 2) -> str:
   return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def length_cell(values_S: np.ndarray, na_S: np.ndarray, digits: int = 2) -> str:
+def _length_cell(values_S: np.ndarray, na_S: np.ndarray, digits: int = 2) -> str:
   """One length's cell: `n/a` if every seed is not representable, else `format_stat`."""
   if np.asarray(na_S).all():
     return NA
   return format_stat(*mean_std(values_S), digits=digits)
 
 
-def group_cell(stats: tuple[float, float, int, bool, bool] | None, digits: int = 2) -> str:
+def _group_cell(stats: tuple[float, float, int, bool, bool] | None, digits: int = 2) -> str:
   """One group's cell: `—` (empty group), `n/a`, or `format_stat` (`†` if partial)."""
   if stats is None:
     return EMPTY
@@ -247,16 +272,16 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
   rows, cells_seen = [], set()
   for run, recs in by_run(records).items():
     run_lengths, _, values_SxL, na_SxL = seed_matrix(recs, metric)
-    cells = {n: length_cell(values_SxL[:, i], na_SxL[:, i], digits)
+    cells = {n: _length_cell(values_SxL[:, i], na_SxL[:, i], digits)
              for i, n in enumerate(run_lengths)}
     groups = length_groups(run_lengths, _max_train_length(recs))
-    summaries = [group_cell(group_stats(recs, metric, groups[g]), digits) for g in group_names]
+    summaries = [_group_cell(group_stats(recs, metric, groups[g]), digits) for g in group_names]
     row_cells = summaries + [cells.get(n, "") for n in lengths]
     cells_seen.update(c for c in row_cells if c in (NA, EMPTY) or c.endswith(PARTIAL))
     rows.append([run, _scheme(recs), str(num_seeds(recs)), _train_range(recs)] + row_cells)
   legend = [
-      f"{METRIC_NAMES.get(metric, metric)}; mean ± sample std (ddof=1) over seeds "
-      "(one seed: its value).",
+      (f"{METRIC_NAMES.get(metric, metric)}; mean ± sample std (ddof=1) over seeds "
+       "(one seed: its value)."),
       LENGTH_UNIT + " train: the training lengths.",
       _groups_legend(records)]
   if EMPTY in cells_seen:
@@ -292,22 +317,22 @@ def error_table(records: Sequence[Record], *, digits: int = 2) -> str:
     anatomy = {m: seed_matrix(recs, m)[2] for m in ANATOMY_COLUMNS}
     oracle_SxL = seed_matrix(recs, "oracle_exact_match")[2] if has_oracle else None
     for i, n in enumerate(lengths):
-      cells = [length_cell(1.0 - exact_SxL[:, i], na_SxL[:, i], digits)]
-      cells += [length_cell(anatomy[m][:, i], na_SxL[:, i], 1 if m == "first_wrong_median"
+      cells = [_length_cell(1.0 - exact_SxL[:, i], na_SxL[:, i], digits)]
+      cells += [_length_cell(anatomy[m][:, i], na_SxL[:, i], 1 if m == "first_wrong_median"
                             else digits) for m in ANATOMY_COLUMNS]
       if has_oracle:
-        cells.append(length_cell(oracle_SxL[:, i], na_SxL[:, i], digits))
+        cells.append(_length_cell(oracle_SxL[:, i], na_SxL[:, i], digits))
       seen.update(cells)
       rows.append([run, str(n), f"{n / max_train:.2g}"] + cells)
   legend = [
       "Failure anatomy per eval length (mean ± sample std over seeds). " + LENGTH_UNIT
       + " × train: the length over the longest training length.",
-      "failures: 1 − exact match. too short / too long / right length: shares of the failed "
-      "examples whose EOS comes too early / too late / at the right position (they sum to 1; "
-      "a right-length failure always has a wrong token).",
-      "pure stop: share of the failures that are pure stopping errors (every emitted token "
-      "right, EOS too early or too late). first wrong (median): median position (0-based, "
-      "the EOS position included) of the first wrong token among the failures."]
+      ("failures: 1 − exact match. too short / too long / right length: shares of the failed "
+       "examples whose EOS comes too early / too late / at the right position (they sum to 1; "
+       "a right-length failure always has a wrong token)."),
+      ("pure stop: share of the failures that are pure stopping errors (every emitted token "
+       "right, EOS too early or too late). first wrong (median): median position (0-based, "
+       "the EOS position included) of the first wrong token among the failures.")]
   if EMPTY in seen:
     legend.append(f"{EMPTY}: nothing failed at that length (no share to take).")
   if has_oracle:
@@ -358,14 +383,14 @@ def write_csv(records: Sequence[Record], path: str) -> None:
   with open(path, "w", newline="") as f:
     writer = csv.writer(f)
     writer.writerow(["run", "scheme", "task", "seeds", "min_train_length", "max_train_length"]
-                    + [f"length_{_csv_name(multiple_label(m))}" for m in MULTIPLES]
+                    + [f"length_{_csv_name(_multiple_label(m))}" for m in MULTIPLES]
                     + [f"{m}_{c}_{s}" for m in metrics for c in columns for s in ("mean", "std")])
     for run, recs in by_run(records).items():
       run_lengths = sorted({int(r["length"]) for r in recs})
       groups = length_groups(run_lengths, _max_train_length(recs))
       row = [run, _scheme(recs), recs[0].get("task", ""), num_seeds(recs),
              min(int(r.get("min_train_length", 1)) for r in recs), _max_train_length(recs)]
-      row += [groups[multiple_label(m)][0] if groups[multiple_label(m)] else ""
+      row += [groups[_multiple_label(m)][0] if groups[_multiple_label(m)] else ""
               for m in MULTIPLES]
       for metric in metrics:
         _, _, values_SxL, na_SxL = seed_matrix(recs, metric)
@@ -406,8 +431,8 @@ def _groups_legend(records: Sequence[Record]) -> str:
   for max_train in sorted({int(r["max_train_length"]) for r in records}):
     lengths = sorted({int(r["length"]) for r in records if int(r["max_train_length"]) == max_train})
     groups = length_groups(lengths, max_train)
-    picked = ", ".join(f"{multiple_label(m)} = {groups[multiple_label(m)][0]}"
-                       if groups[multiple_label(m)] else f"{multiple_label(m)}: none"
+    picked = ", ".join(f"{_multiple_label(m)} = {groups[_multiple_label(m)][0]}"
+                       if groups[_multiple_label(m)] else f"{_multiple_label(m)}: none"
                        for m in MULTIPLES)
     parts.append(f"longest training length {max_train}: {picked}")
   return (f"{IN_DIST}: mean over lengths ≤ the longest training length L; m×: the eval length "
@@ -421,11 +446,6 @@ def _max_train_length(records: Sequence[Record]) -> int:
   return max(int(r["max_train_length"]) for r in records)
 
 
-def num_seeds(records: Sequence[Record]) -> int:
-  """The number of distinct seeds in the records."""
-  return len({r["seed"] for r in records})
-
-
 def _train_range(records: Sequence[Record]) -> str:
   """`"min–max"` training lengths of a run."""
   low = min(int(r.get("min_train_length", 1)) for r in records)
@@ -435,12 +455,6 @@ def _train_range(records: Sequence[Record]) -> str:
 def _scheme(records: Sequence[Record]) -> str:
   """A run's scheme name(s)."""
   return ", ".join(sorted({str(r.get("scheme", "")) for r in records}))
-
-
-def task_suffix(records: Sequence[Record]) -> str:
-  """`" — task copy"`, or empty when the records name no task."""
-  tasks = sorted({str(r.get("task", "")) for r in records} - {""})
-  return f" — task {', '.join(tasks)}" if tasks else ""
 
 
 def _title(metric: str, records: Sequence[Record]) -> str:

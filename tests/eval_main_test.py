@@ -1,6 +1,6 @@
-"""End to end: a 2-run smoke sweep, then `python eval.py --sweep_dir` on it."""
+"""End to end: `python eval.py` on a trained smoke workdir and on a folder of two runs."""
 
-import json
+import csv
 import os
 import pathlib
 import subprocess
@@ -10,53 +10,96 @@ import pytest
 
 from relpos_jax import evaluate
 from relpos_jax import sweep
+from relpos_jax import train_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-SWEEP = str(REPO / "configs" / "ablations" / "schemes.py") + ":smoke,steps=3,num_seeds=2"
+DEFAULT = sweep.load_module(str(REPO / "configs" / "default.py"))
 RUNS = ["sinusoidal", "t5"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
+def _eval_main(*args):
+  """Runs eval.py with the arguments; returns the finished process."""
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+  return subprocess.run([sys.executable, str(REPO / "eval.py"), *args], capture_output=True,
+                        text=True, cwd=REPO, env=env, timeout=300, check=False)
+
+
+def _assert_png(path):
+  with open(path, "rb") as f:
+    assert f.read(8) == PNG_SIGNATURE
+  assert os.path.getsize(path) > 5000
+
+
 @pytest.fixture(scope="module")
-def sweep_dir(tmp_path_factory):
-  """Two schemes of the schemes ablation, smoke-sized, trained (not evaluated)."""
-  directory = str(tmp_path_factory.mktemp("schemes"))
-  assert sweep.run_sweep(SWEEP, directory, only=RUNS, run_eval=False) == []
+def workdir(tmp_path_factory):
+  """A smoke run (learned positions, a 16-row table) trained for 3 steps."""
+  config = DEFAULT.get_config("smoke,scheme=learned,steps=3")
+  config.model.position.max_len = 16
+  directory = str(tmp_path_factory.mktemp("runs") / "learned")
+  train_lib.train_and_evaluate(config, directory)
   return directory
 
 
+def test_eval_main_on_one_workdir(workdir):
+  result = _eval_main("--workdir", workdir, "--lengths", "4,8,16", "--num_examples", "3",
+                      "--oracle_length")
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = os.path.join(workdir, "eval")
+  records = evaluate.read_records(os.path.join(out, "extrapolation.jsonl"))
+  assert [(r["run"], r["seed"], r["length"]) for r in records] == [
+      ("learned", 0, n) for n in (4, 8, 16)]
+  assert [r["num_examples"] for r in records] == [3, 3, 0]
+  assert records[2]["error"] and all(r["error"] is None for r in records[:2])
+  for key in evaluate.METRIC_KEYS + evaluate.ORACLE_KEYS:
+    assert key in records[0], key
+  table = pathlib.Path(out, "extrapolation.md").read_text()
+  assert "### Oracle exact match vs length" in table and "### Failure anatomy" in table
+  assert "n/a: not representable" in table
+  assert table in result.stdout  # the tables are printed too
+  with open(os.path.join(out, "extrapolation.csv")) as f:
+    (row,) = list(csv.DictReader(f))
+  assert row["oracle_exact_match_L16_mean"] == "n/a" and row["loss_L4_mean"] != ""
+  _assert_png(os.path.join(out, "accuracy_vs_length.png"))
+  assert "eval 3/3 | run learned seed 0 length 16: n/a" in result.stderr  # progress
+  assert "ETA" in result.stderr
+
+
+def test_eval_main_refuses_ambiguous_flags(workdir):
+  for args in ([], ["--workdir", workdir, "--sweep_dir", workdir],
+               ["--workdir", workdir, "--workdir", workdir]):
+    result = _eval_main(*args)
+    assert result.returncode != 0
+    assert "--workdir" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+  """A sweep folder of two 2-seed smoke runs (sinusoidal, t5), trained 3 steps each."""
+  directory = tmp_path_factory.mktemp("sweep")
+  for scheme in RUNS:
+    config = DEFAULT.get_config(f"smoke,scheme={scheme},num_seeds=2,steps=3")
+    train_lib.train_and_evaluate(config, str(directory / scheme))
+  return str(directory)
+
+
 def test_eval_main_on_a_sweep_dir(sweep_dir):
-  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  result = subprocess.run([sys.executable, str(REPO / "eval.py"), "--sweep_dir", sweep_dir],
-                          capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+  result = _eval_main("--sweep_dir", sweep_dir)
   assert result.returncode == 0, result.stderr[-3000:]
   out = os.path.join(sweep_dir, "eval")
-  records = evaluate.read_records(os.path.join(out, "records.jsonl"))
+  records = evaluate.read_records(os.path.join(out, "extrapolation.jsonl"))
   assert [(r["run"], r["seed"], r["length"]) for r in records] == [
       (run, seed, n) for run in RUNS for seed in (0, 1) for n in (4, 8)]
-  table = pathlib.Path(out, "exact_match.md").read_text()
+  table = pathlib.Path(out, "extrapolation.md").read_text()
   for run in RUNS:
     assert f"| {run} | {run} | 2 | 1–6 |" in table
-    assert f"| {run} | {run} | 2 |" in pathlib.Path(out, "errors.md").read_text()
-  assert "| run | scheme | seeds | train | 4 | 8 | in-dist | extrap |" in result.stdout
-  assert pathlib.Path(out, "results.csv").read_text().count("\n") == 1 + 2 * 2
+    assert f"| {run} | 8 | 1.3 |" in table  # its failure-anatomy row at length 8
+    assert os.path.exists(os.path.join(sweep_dir, run, "eval", "extrapolation.jsonl"))
+  assert ("| run | scheme | seeds | train | in-dist | 1.5× | 2× | 4× | extrap | 4 | 8 |"
+          in result.stdout)
+  assert pathlib.Path(out, "extrapolation.csv").read_text().count("\n") == 1 + len(RUNS)
   for png in (os.path.join(out, "accuracy_vs_length.png"),
               os.path.join(sweep_dir, "t5", "eval", "t5_bias.png"),
               os.path.join(sweep_dir, "sinusoidal", "eval", "sinusoid.png")):
-    with open(png, "rb") as f:
-      assert f.read(8) == PNG_SIGNATURE
-    assert os.path.getsize(png) > 5000
-  assert "run t5 seed 1 length 8" in result.stderr  # progress: a line per run/length
-
-
-def test_rerunning_the_sweep_skips_finished_runs(sweep_dir):
-  checkpoints = {run: os.listdir(os.path.join(sweep_dir, run, "checkpoints")) for run in RUNS}
-  metrics = {run: pathlib.Path(sweep_dir, run, "metrics.jsonl").read_text() for run in RUNS}
-  sweep.run_sweep(SWEEP, sweep_dir, only=RUNS, run_eval=False)
-  for run in RUNS:
-    assert os.listdir(os.path.join(sweep_dir, run, "checkpoints")) == checkpoints[run]
-    assert pathlib.Path(sweep_dir, run, "metrics.jsonl").read_text() == metrics[run]
-  with open(os.path.join(sweep_dir, sweep.SWEEP_FILE)) as f:
-    listed = [r["name"] for r in json.load(f)["runs"]]
-  assert set(RUNS) < set(listed)  # the sweep file lists every run, trained or not
-  assert sweep.run_dirs(sweep_dir) == [os.path.join(sweep_dir, r) for r in RUNS]
+    _assert_png(png)
+  assert "eval 8/8 | run t5 seed 1 length 8" in result.stderr  # progress over every item

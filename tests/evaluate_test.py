@@ -83,7 +83,7 @@ def test_failure_anatomy_of_hand_made_tokens():
 
 
 def test_summarize_loss_oracle_and_no_failures():
-  scores, weights = _hand_scores()
+  scores, _ = _hand_scores()
   scores = {k: v[:2] for k, v in scores.items()}  # the two exact rows only
   scores.update(loss_sum=np.array([1.0, 3.0]), loss_tokens=np.array([5, 5]),
                 oracle_exact=np.array([True, False]),
@@ -148,6 +148,42 @@ def test_bad_options_are_refused():
     evaluate.EvalOptions(num_examples=0)
   with pytest.raises(ValueError, match="eval lengths"):
     evaluate.EvalOptions(lengths=[0, 4])
+
+
+def _smoke_model(arch):
+  """The smoke config's data and an untrained model of `arch` with its params."""
+  config = DEFAULT.get_config("smoke,scheme=t5")
+  if arch == "decoder_only":
+    model_config = architectures.default_config(arch)
+    model_config.update(d_model=16, num_heads=2, head_dim=8, d_ff=32, num_layers=2)
+    config.model = model_config
+  dataset = pipeline.make_dataset(seed=0, **config.data)
+  model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
+  sample = dataset.train_batch(0, 2)
+  params = jax.jit(model.init)(jax.random.PRNGKey(0), sample["inputs"],
+                               sample["targets"])["params"]
+  return dataset, model, params
+
+
+@pytest.mark.parametrize("arch, distance", [("encoder_decoder", 6), ("decoder_only", 12)])
+def test_train_distance(arch, distance):
+  dataset, model, _ = _smoke_model(arch)
+  # copy of <= 6 tokens: inputs reach position 5, targets (EOS included) 6; decoder-only
+  # runs both in one sequence: 6 inputs, then SEP and 6 target tokens at positions 6..12.
+  assert evaluate.train_distance(model, dataset) == distance
+
+
+@pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
+def test_evaluate_length_of_any_architecture(arch):
+  dataset, model, params = _smoke_model(arch)
+  record = evaluate.evaluate_length(model, params, dataset, 8, batch_size=4, num_examples=6,
+                                    oracle_length=True)
+  assert record["length"] == 8 and record["num_examples"] == 6
+  assert set(evaluate.METRIC_KEYS + evaluate.ORACLE_KEYS) <= set(record)
+  assert record["loss"] > 0 and 0 <= record["oracle_token_accuracy"] <= 1
+  batch = next(dataset.eval_batches(8, 4))
+  oracle = evaluate.decode_and_score(model, params, batch, oracle_length=True)
+  assert oracle["length_correct"].all()
 
 
 # ------------------------------------------------------------- whole workdirs

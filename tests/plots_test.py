@@ -55,10 +55,17 @@ def test_accuracy_vs_length_writes_png(tmp_path, oracle):
   _assert_png(path)
 
 
-def _model_and_params(arg, **position):
-  """A smoke-sized model of the default config and its initial params."""
+def _model_and_params(arg, arch="encoder_decoder", prefix_lm=False, **position):
+  """A smoke-sized 2-layer model of the default config and its initial params."""
   config = DEFAULT.get_config(f"smoke,{arg}")
-  config.model.update(num_encoder_layers=2, num_decoder_layers=2)
+  if arch == "decoder_only":
+    model_config = architectures.default_config(arch)
+    model_config.update(d_model=16, num_heads=2, head_dim=8, d_ff=32, num_layers=2,
+                        prefix_lm=prefix_lm)
+    model_config.position = config.model.position
+    config.model = model_config
+  else:
+    config.model.update(num_encoder_layers=2, num_decoder_layers=2)
   config.model.position.update(position)
   model = architectures.make_model(config.model, vocab_size=12)
   tokens = jnp.ones((1, 4), jnp.int32)
@@ -76,6 +83,17 @@ def test_scheme_instances_find_every_module_with_its_settings():
   assert [p for p, _ in shared] == [("encoder", "position"), ("decoder", "position")]
 
 
+@pytest.mark.parametrize("prefix_lm", [False, True])
+def test_scheme_instances_of_a_decoder_only_model(prefix_lm, tmp_path):
+  model, params = _model_and_params("scheme=shaw", arch="decoder_only", prefix_lm=prefix_lm)
+  found = plots.scheme_instances(model, params)
+  assert [(p, m.causal) for p, m in found] == [
+      (("decoder", f"position_{i}"), not prefix_lm) for i in range(2)]
+  _assert_png(plots.shaw_key_norms(model, params, str(tmp_path / "shaw.png")))
+  model, params = _model_and_params("scheme=t5", arch="decoder_only", prefix_lm=prefix_lm)
+  _assert_png(plots.learned_bias_curves(model, params, str(tmp_path / "t5.png")))
+
+
 def test_bucket_edges_of_t5_defaults():
   edges = plots.bucket_edges(np.arange(-192, 193), bidirectional=True, num_buckets=32,
                              max_distance=128)
@@ -91,7 +109,7 @@ def test_bucket_edges_of_t5_defaults():
 def test_learned_bias_curves(tmp_path, share):
   model, params = _model_and_params("scheme=t5", share_across_layers=share)
   path = str(tmp_path / "bias.png")
-  assert plots.learned_bias_curves(model, params, path, max_train_length=6, seed=0) == path
+  assert plots.learned_bias_curves(model, params, path, max_train_distance=5, seed=0) == path
   _assert_png(path)
 
 
@@ -103,7 +121,7 @@ def test_learned_bias_curves_refuses_a_model_without_t5():
 def test_shaw_key_norms(tmp_path):
   model, params = _model_and_params("scheme=shaw", max_relative_position=4)
   path = str(tmp_path / "shaw.png")
-  assert plots.shaw_key_norms(model, params, path, max_train_length=6, seed=0) == path
+  assert plots.shaw_key_norms(model, params, path, max_train_distance=5, seed=0) == path
   _assert_png(path)
 
 
@@ -116,7 +134,7 @@ def test_shaw_key_norms_refuses_a_model_without_key_tables(arg, position):
 
 def test_encoding_heatmap(tmp_path):
   path = str(tmp_path / "sinusoid.png")
-  plots.encoding_heatmap(path, num_positions=64, dim=16, max_train_length=20)
+  plots.encoding_heatmap(path, num_positions=64, dim=16, max_train_position=19)
   _assert_png(path)
 
 

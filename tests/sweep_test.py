@@ -234,7 +234,7 @@ def test_train_py_trains_and_tabulates_a_sweep(trained_sweep):
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert os.listdir(workdir / "t5+copy" / "checkpoints") == ["2"]
   assert sorted(p.name for p in workdir.iterdir()) == ["eval", "sweep.json", "t5+copy"]
-  assert "t5+copy" in (workdir / "eval" / "exact_match.md").read_text()
+  assert "t5+copy" in (workdir / "eval" / "extrapolation.md").read_text()
   assert "t5+copy" in proc.stdout  # the tables are printed too
 
 

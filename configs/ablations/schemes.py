@@ -20,7 +20,8 @@ data section taken from configs/scan_length.py.
   python train.py --config configs/ablations/schemes.py:smoke --workdir /tmp/schemes \
       --runs t5+copy,sinusoidal+copy      # seconds per run
 
-Writes runs/schemes/eval/{exact_match.md, errors.md, results.csv, accuracy_vs_length.png}.
+Writes runs/schemes/eval/{extrapolation.md, extrapolation.csv, extrapolation.jsonl,
+accuracy_vs_length.png}.
 Expected runtime: ~2 min per run on 2 CPU cores at the ablation size, about 45 min
 for the 24 runs; `--sweep_shard i/n` splits them over n processes.
 
