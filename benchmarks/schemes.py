@@ -332,13 +332,14 @@ def bench_decode(clock: Clock, shape: Shape, scheme: str, B: int, L: int, runs: 
   model.check_lengths(L, L)
   start = time.perf_counter()
   cached = decode._greedy_decode.lower(  # pylint: disable=protected-access
-      model, params, inputs, max_len=L, inputs_pos_BxS=None).compile()
+      model, params, inputs, max_len=L, inputs_pos_BxS=None, oracle_lengths_B=None).compile()
   row = {"scheme": scheme, "L": L, "batch": B, "compile_s": time.perf_counter() - start}
-  _, lengths = cached(params, inputs, inputs_pos_BxS=None)
+  _, lengths = cached(params, inputs, inputs_pos_BxS=None, oracle_lengths_B=None)
   lengths = np.asarray(lengths)
   steps = L if (lengths >= L).any() else int(lengths.max()) + 1  # the loop stops at all-EOS
   row["steps"] = steps
-  seconds, matmul_rate = clock.time(lambda: cached(params, inputs, inputs_pos_BxS=None), runs)
+  seconds, matmul_rate = clock.time(
+      lambda: cached(params, inputs, inputs_pos_BxS=None, oracle_lengths_B=None), runs)
   row["cached_tok_s"] = B * steps / seconds
   row["matmul_rate"] = matmul_rate
   row["bound_tok_s"] = B * steps / (decode_flops(shape, B, L, steps) / matmul_rate)

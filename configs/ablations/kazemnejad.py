@@ -23,7 +23,8 @@ test 26-48) and is evaluated on its test split.
   python train.py --config configs/ablations/kazemnejad.py:smoke --workdir /tmp/kaz \
       --runs none+copy                       # seconds
 
-15 runs; expected runtime ~2 min per run on 2 CPU cores, ~35 min in all
+15 runs. Expected runtime: ~3 min per run on 2 CPU cores (the 4-layer model over
+input and target is about twice the encoder-decoder's step), ~45 min in all
 (`--sweep_shard i/n` splits them over n processes). Arguments: those of
 configs/default.py (`num_seeds`, `steps`, `smoke`, ...); scheme and task are set
 per run.
