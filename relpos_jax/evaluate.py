@@ -31,6 +31,7 @@ import functools
 import json
 import math
 import os
+import re
 import time
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -695,7 +696,9 @@ def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
     out_dir: the folder (created).
 
   Returns:
-    `REPORT_FILES`' keys -> the written paths.
+    `REPORT_FILES`' keys -> the written paths; when the runs span several tasks,
+    also `plot_<task>` -> that task's own figure (`accuracy_vs_length_<task>.png`),
+    since curves of different tasks in one panel are hard to read.
   """
   os.makedirs(out_dir, exist_ok=True)
   paths = {k: os.path.join(out_dir, v) for k, v in REPORT_FILES.items()}
@@ -704,4 +707,9 @@ def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
     f.write(tables.report(records))
   tables.write_csv(records, paths["csv"])
   plots.accuracy_vs_length(records, paths["plot"])
+  tasks = sorted({r["task"] for r in records})
+  for task in tasks if len(tasks) > 1 else []:
+    stem, ext = os.path.splitext(paths["plot"])
+    paths[f"plot_{task}"] = f"{stem}_{re.sub(r'[^A-Za-z0-9._-]', '_', task)}{ext}"
+    plots.accuracy_vs_length([r for r in records if r["task"] == task], paths[f"plot_{task}"])
   return paths
