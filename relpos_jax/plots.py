@@ -185,6 +185,14 @@ def _param_subtree(params: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
   return params
 
 
+def _scheme_tables(model: nn.Module, params: Mapping[str, Any], cls: type,
+                   name: str) -> list[tuple[Path, Any, np.ndarray]]:
+  """`(path, module, its param `name`)` for every `cls` scheme module of the model that has it."""
+  return [(p, m, np.asarray(_param_subtree(params, p)[name]))
+          for p, m in scheme_instances(model, params)
+          if isinstance(m, cls) and name in _param_subtree(params, p)]
+
+
 def _shade_distances(ax, max_distance: int, causal: bool) -> None:
   """Shades the relative distances seen in training (keys at or before the query if causal)."""
   ax.axvspan(-max_distance, 0 if causal else max_distance, color="gray", alpha=0.12,
@@ -239,9 +247,7 @@ def learned_bias_curves(model: nn.Module, params: Mapping[str, Any], path: str, 
   Raises:
     ValueError: the model holds no T5 bias table.
   """
-  found = [(p, m, np.asarray(_param_subtree(params, p)["rel_bias"]))
-           for p, m in scheme_instances(model, params)
-           if isinstance(m, t5.T5Bias) and "rel_bias" in _param_subtree(params, p)]
+  found = _scheme_tables(model, params, t5.T5Bias, "rel_bias")
   if not found:
     raise ValueError("this model holds no T5 bias table (`rel_bias` of a T5Bias module); "
                      "learned_bias_curves needs model.position.name == 't5'")
@@ -304,9 +310,7 @@ def shaw_key_norms(model: nn.Module, params: Mapping[str, Any], path: str, *,
   Raises:
     ValueError: the model holds no Shaw key table.
   """
-  found = [(p, m, np.asarray(_param_subtree(params, p)["key_table"]))
-           for p, m in scheme_instances(model, params)
-           if isinstance(m, shaw.Shaw) and "key_table" in _param_subtree(params, p)]
+  found = _scheme_tables(model, params, shaw.Shaw, "key_table")
   if not found:
     raise ValueError("this model holds no Shaw key table (`key_table` of a Shaw module with "
                      "use_keys); shaw_key_norms needs model.position.name == 'shaw'")

@@ -47,15 +47,15 @@ SCAN_SPLIT = "length_cutoff_25"
 
 def get_config(arg=None) -> ml_collections.ConfigDict:
   """configs/default.py at the ablation size with a 4-layer decoder-only model, 3 seeds."""
+  smoke = config_args.parse(arg, _DEFAULT.ARGS)["smoke"]
   config = _DEFAULT.get_config(f"num_seeds=3,ablation,{arg or ''}")
   model = architectures.default_config("decoder_only")
   model.update(d_model=config.model.d_model, num_heads=config.model.num_heads,
                head_dim=config.model.head_dim, d_ff=config.model.d_ff,
-               dropout_rate=config.model.dropout_rate,
-               num_layers=1 if config_args.parse(arg, _DEFAULT.ARGS)["smoke"] else 4)
+               dropout_rate=config.model.dropout_rate, num_layers=1 if smoke else 4)
   model.position = config.model.position
   config.model = model
-  if not config_args.parse(arg, _DEFAULT.ARGS)["smoke"]:
+  if not smoke:
     config.data.eval_lengths = (5, 10, 15, 20, 25, 30, 35, 40)
   return config
 
