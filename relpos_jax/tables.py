@@ -14,7 +14,16 @@ there are two or more seeds. Lengths are grouped relative to the run's longest
 training length L (`length_groups`): in-distribution (≤ L), the eval lengths
 nearest 1.5 L, 2 L and 4 L, and all of extrapolation (> L). A group's value
 averages each seed over the group's lengths first, then takes mean ± std over
-seeds, so the spread is the spread between seeds.
+seeds, so the spread is the spread between seeds. Extrapolation is reported
+twice: the mean over lengths (each length weighs the same) and *pooled* over
+every extrapolation example (each example weighs the same, as Kazemnejad et al.
+report it), `pooled_stats`.
+
+Convergence: records that carry `valid_exact_match` (the held-out validation
+score of the evaluated checkpoint) and `converged` get a `valid` column and a
+`conv.` column (seeds at or above `converged_at`); a run with any seed below it
+is marked `†` after its name, and its extrapolation numbers must not be read as
+a property of the scheme (it did not learn the task).
 """
 
 from __future__ import annotations
@@ -29,10 +38,11 @@ Record = dict[str, Any]
 
 NA = "n/a"
 EMPTY = "—"
-PARTIAL = "†"
+PARTIAL = "‡"
+UNCONVERGED = "†"
 MULTIPLES = (1.5, 2.0, 4.0)
 MULTIPLE_TOLERANCE = 0.15  # a length within 15% of m·L stands for "m×"
-IN_DIST, EXTRAP = "in-dist", "extrap"
+IN_DIST, EXTRAP, POOLED = "in-dist", "extrap", "pooled"
 METRIC_NAMES = {
     "exact_match": "Exact match (greedy decoding; every target token and the EOS right)",
     "token_accuracy": "Token accuracy (greedy decoding; fraction of target positions, EOS "
@@ -52,6 +62,8 @@ METRIC_NAMES = {
     "fail_pure_stop": "Share of the failures that are pure stopping errors",
     "first_wrong_median": "Median index of the first wrong token among the failures",
 }
+POOLABLE = ("exact_match", "token_accuracy", "oracle_exact_match", "oracle_token_accuracy",
+            "length_accuracy", "content_errors", "stop_errors")
 MAIN_METRICS = ("exact_match", "token_accuracy", "loss", "oracle_exact_match",
                 "oracle_token_accuracy")
 ANATOMY_COLUMNS = {"fail_too_short": "too short", "fail_too_long": "too long",
@@ -219,6 +231,89 @@ def group_stats(records: Sequence[Record], metric: str,
   return mean, std, count, bool(na_SxG.any()) and count > 0, bool(na_SxG.all())
 
 
+def pooled_stats(records: Sequence[Record], metric: str,
+                 group: Sequence[int]) -> tuple[float, float, int, bool, bool] | None:
+  """Mean ± std over seeds of each seed's metric pooled over the group's examples.
+
+  Each seed's value is `Σ_l metric_l · n_l / Σ_l n_l` over the group's lengths l
+  with a value, n_l = `num_examples` of that record: every example weighs the
+  same, so a length with more examples counts more (SCAN's 576 commands of 30
+  actions against 64 of 48).
+
+  Args:
+    records: the records of one run.
+    metric: a rate metric (exact_match, token_accuracy, ...).
+    group: eval lengths.
+
+  Returns:
+    As `group_stats`; None if the group is empty.
+  """
+  group = set(int(n) for n in group)
+  if not group:
+    return None
+  per_seed: dict[int, list[tuple[float, int]]] = {}
+  na: list[bool] = []
+  for r in records:
+    if int(r["length"]) not in group:
+      continue
+    na.append(bool(r.get("error")))
+    value = r.get(metric)
+    if value is None or np.isnan(float(value)) or not r.get("num_examples"):
+      per_seed.setdefault(int(r["seed"]), [])
+      continue
+    per_seed.setdefault(int(r["seed"]), []).append((float(value), int(r["num_examples"])))
+  if not na:
+    return None
+  pooled_S = np.array([sum(v * n for v, n in pairs) / sum(n for _, n in pairs) if pairs
+                       else np.nan for _, pairs in sorted(per_seed.items())])
+  mean, std, count = mean_std(pooled_S)
+  return mean, std, count, any(na) and count > 0, all(na)
+
+
+def seed_values(records: Sequence[Record], key: str) -> np.ndarray:
+  """One run-level value per seed (e.g. `valid_exact_match`), NaN where absent.
+
+  Args:
+    records: the records of one run (a run-level key repeats in each of a seed's records).
+    key: the record key.
+
+  Returns:
+    `[S]` floats, seeds in ascending order.
+  """
+  by_seed: dict[int, float] = {}
+  for r in records:
+    value = r.get(key)
+    if value is not None and not (isinstance(value, float) and np.isnan(value)):
+      by_seed[int(r["seed"])] = float(value)
+    else:
+      by_seed.setdefault(int(r["seed"]), float("nan"))
+  return np.array([by_seed[s] for s in sorted(by_seed)])
+
+
+def convergence(records: Sequence[Record]) -> tuple[int, int] | None:
+  """(seeds that converged, seeds) of one run; None if the records do not say.
+
+  Args:
+    records: the records of one run.
+
+  Returns:
+    The counts, from each seed's `converged` flag.
+  """
+  flags = {}
+  for r in records:
+    if "converged" in r and r["converged"] is not None:
+      flags[int(r["seed"])] = bool(r["converged"])
+  if not flags:
+    return None
+  return sum(flags.values()), len(flags)
+
+
+def is_converged(records: Sequence[Record]) -> bool:
+  """Whether every seed of a run converged (True when the records do not say)."""
+  counts = convergence(records)
+  return counts is None or counts[0] == counts[1]
+
+
 def format_stat(mean: float, std: float, count: int, digits: int = 2) -> str:
   """`"m ± s"`, just `"m"` for one seed, `"—"` without a value.
 
@@ -255,7 +350,7 @@ def _group_cell(stats: tuple[float, float, int, bool, bool] | None, digits: int 
 
 def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
                       digits: int = 2) -> str:
-  """One metric's table: a row per run, the length groups, then one column per length.
+  """One metric's table: a row per run, convergence, the length groups, one column per length.
 
   Args:
     records: records of one or more runs.
@@ -263,27 +358,52 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
     digits: decimals.
 
   Returns:
-    Markdown: a title, the table (`run | scheme | seeds | train | in-dist | 1.5×
-    | 2× | 4× | extrap | <lengths>`) and a legend.
+    Markdown: a title, the table (`run | scheme | seeds | train | [conv. | valid |]
+    in-dist | 1.5× | 2× | 4× | extrap | pooled | <lengths>`) and a legend that
+    names each aggregate. `conv.` and `valid` appear when the records carry the
+    held-out validation score; `pooled` when they carry `num_examples`.
   """
   lengths = sorted({int(r["length"]) for r in records})
+  has_valid = any("valid_exact_match" in r for r in records)
+  has_pooled = metric in POOLABLE and all("num_examples" in r for r in records)
   group_names = list(length_groups([], 1))
-  header = ["run", "scheme", "seeds", "train"] + group_names + [str(n) for n in lengths]
-  rows, cells_seen = [], set()
+  header = (["run", "scheme", "seeds", "train"] + (["conv.", "valid"] if has_valid else [])
+            + group_names + ([POOLED] if has_pooled else []) + [str(n) for n in lengths])
+  rows, cells_seen, unconverged = [], set(), False
   for run, recs in by_run(records).items():
     run_lengths, _, values_SxL, na_SxL = seed_matrix(recs, metric)
     cells = {n: _length_cell(values_SxL[:, i], na_SxL[:, i], digits)
              for i, n in enumerate(run_lengths)}
     groups = length_groups(run_lengths, _max_train_length(recs))
     summaries = [_group_cell(group_stats(recs, metric, groups[g]), digits) for g in group_names]
+    if has_pooled:
+      summaries.append(_group_cell(pooled_stats(recs, metric, groups[EXTRAP]), digits))
     row_cells = summaries + [cells.get(n, "") for n in lengths]
     cells_seen.update(c for c in row_cells if c in (NA, EMPTY) or c.endswith(PARTIAL))
-    rows.append([run, _scheme(recs), str(num_seeds(recs)), _train_range(recs)] + row_cells)
+    name = run if is_converged(recs) else f"{run} {UNCONVERGED}"
+    unconverged |= not is_converged(recs)
+    valid_cells = []
+    if has_valid:
+      counts = convergence(recs)
+      valid_cells = [f"{counts[0]}/{counts[1]}" if counts else EMPTY,
+                     format_stat(*mean_std(seed_values(recs, "valid_exact_match")), digits)]
+    rows.append([name, _scheme(recs), str(num_seeds(recs)), _train_range(recs)] + valid_cells
+                + row_cells)
   legend = [
       (f"{METRIC_NAMES.get(metric, metric)}; mean ± sample std (ddof=1) over seeds "
        "(one seed: its value)."),
       LENGTH_UNIT + " train: the training lengths.",
       _groups_legend(records)]
+  if has_pooled:
+    legend.append(f"{POOLED}: the metric pooled over every extrapolation example (lengths > L; "
+                  "each example weighs the same, so lengths with more examples count more), "
+                  "per seed, then mean ± std over seeds.")
+  if has_valid:
+    legend.append(_valid_legend(records))
+  if unconverged:
+    legend.append(f"{UNCONVERGED}: some seed of the run is below its validation threshold: it "
+                  "did not learn the task in distribution, so its extrapolation columns measure "
+                  "the training budget, not the scheme.")
   if EMPTY in cells_seen:
     legend.append(f"{EMPTY}: no value (no eval length in that group, or nothing to average).")
   if NA in cells_seen:
@@ -292,6 +412,22 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
     legend.append(f"{PARTIAL}: a group mean over the lengths that are representable "
                   f"({NA} lengths left out).")
   return _document(_title(metric, records), header, rows, legend)
+
+
+def _valid_legend(records: Sequence[Record]) -> str:
+  """What the `valid` and `conv.` columns measured, from the records' validation fields."""
+  thresholds = sorted({float(r["converged_at"]) for r in records if r.get("converged_at")})
+  rules = sorted({str(r["checkpoint_rule"]) for r in records if r.get("checkpoint_rule")})
+  sources = sorted({str(r["valid_source"]) for r in records if r.get("valid_source")})
+  threshold = " or ".join(f"{t:g}" for t in thresholds) or "converged_at"
+  text = (f"valid: exact match on the held-out validation set (disjoint from training) of the "
+          f"evaluated checkpoint; conv.: seeds whose best validation exact match is ≥ "
+          f"{threshold}.")
+  if rules:
+    text += f" Evaluated checkpoint: {', '.join(rules)} (by validation exact match)."
+  if sources:
+    text += f" Validation set: {'; '.join(sources)}."
+  return text
 
 
 def error_table(records: Sequence[Record], *, digits: int = 2) -> str:
@@ -364,10 +500,12 @@ def report(records: Sequence[Record], *, digits: int = 2) -> str:
 def write_csv(records: Sequence[Record], path: str) -> None:
   """Writes one row per run: every metric per length group and per length, mean and std.
 
-  Columns: `run, scheme, task, seeds, min_train_length, max_train_length`, the
+  Columns: `run, scheme, task, seeds, min_train_length, max_train_length,
+  converged_seeds` (empty when the records do not say), the
   eval length standing for each multiple (`length_1.5x`, `length_2x`,
   `length_4x`; empty if none), then for each metric and each group (`in_dist`,
-  `1.5x`, `2x`, `4x`, `extrap`) and each length (`L<n>`): `<metric>_<group>_mean`
+  `1.5x`, `2x`, `4x`, `extrap`, and `pooled` for rates) and each length (`L<n>`):
+  `<metric>_<group>_mean`
   and `_std`. A cell is `n/a` where not representable and empty where there
   is no value.
 
@@ -378,24 +516,32 @@ def write_csv(records: Sequence[Record], path: str) -> None:
   metrics = metric_keys(records)
   lengths = sorted({int(r["length"]) for r in records})
   group_names = list(length_groups([], 1))
-  columns = [_csv_name(g) for g in group_names] + [f"L{n}" for n in lengths]
+  pooled = lambda metric: [POOLED] if metric in POOLABLE else []
+  columns = lambda metric: ([_csv_name(g) for g in group_names] + pooled(metric)
+                            + [f"L{n}" for n in lengths])
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w", newline="") as f:
     writer = csv.writer(f)
-    writer.writerow(["run", "scheme", "task", "seeds", "min_train_length", "max_train_length"]
+    writer.writerow(["run", "scheme", "task", "seeds", "min_train_length", "max_train_length",
+                     "converged_seeds"]
                     + [f"length_{_csv_name(_multiple_label(m))}" for m in MULTIPLES]
-                    + [f"{m}_{c}_{s}" for m in metrics for c in columns for s in ("mean", "std")])
+                    + [f"{m}_{c}_{s}" for m in metrics for c in columns(m)
+                       for s in ("mean", "std")])
     for run, recs in by_run(records).items():
       run_lengths = sorted({int(r["length"]) for r in recs})
       groups = length_groups(run_lengths, _max_train_length(recs))
+      counts = convergence(recs)
       row = [run, _scheme(recs), recs[0].get("task", ""), num_seeds(recs),
-             min(int(r.get("min_train_length", 1)) for r in recs), _max_train_length(recs)]
+             min(int(r.get("min_train_length", 1)) for r in recs), _max_train_length(recs),
+             "" if counts is None else counts[0]]
       row += [groups[_multiple_label(m)][0] if groups[_multiple_label(m)] else ""
               for m in MULTIPLES]
       for metric in metrics:
         _, _, values_SxL, na_SxL = seed_matrix(recs, metric)
         for g in group_names:
           row += _csv_stat(group_stats(recs, metric, groups[g]))
+        if metric in POOLABLE:
+          row += _csv_stat(pooled_stats(recs, metric, groups[EXTRAP]))
         for n in lengths:
           if n not in run_lengths:
             row += ["", ""]

@@ -71,34 +71,35 @@ def test_metric_table_known_markdown():
   lines = text.splitlines()
   assert lines[0] == "### Exact match vs length — task copy"
   assert lines[2] == ("| run | scheme | seeds | train | in-dist | 1.5× | 2× | 4× | extrap "
-                      "| 10 | 20 | 30 | 40 | 80 |")
+                      "| pooled | 10 | 20 | 30 | 40 | 80 |")
   in_dist = A_EXACT[:, :2].mean(axis=1)  # each seed over lengths <= 20 first
   extrap = A_EXACT[:, 2:].mean(axis=1)
   row_a = ("| a | t5 | 3 | 1–20 | " + " | ".join(
       [_cell(in_dist), _cell(A_EXACT[:, 2]), _cell(A_EXACT[:, 3]), _cell(A_EXACT[:, 4]),
-       _cell(extrap)] + [_cell(A_EXACT[:, i]) for i in range(5)]) + " |")
+       _cell(extrap), _cell(extrap)] + [_cell(A_EXACT[:, i]) for i in range(5)]) + " |")
   assert lines[4] == row_a
   assert row_a.startswith("| a | t5 | 3 | 1–20 | 0.88 ± 0.08 | 0.50 ± 0.10 | 0.10 ± 0.10 | "
                           "0.03 ± 0.06 | 0.21 ± 0.08 |")
   # b: 80 is not representable: its cell and the 4× group read n/a; extrap averages
-  # the representable lengths only (†).
-  assert lines[5] == ("| b | learned | 1 | 1–20 | 1.00 | 0.25 | 0.50 | n/a | 0.38† | 1.00 | "
-                      "1.00 | 0.25 | 0.50 | n/a |")
+  # the representable lengths only (‡).
+  assert lines[5] == ("| b | learned | 1 | 1–20 | 1.00 | 0.25 | 0.50 | n/a | 0.38‡ | 0.38‡ | "
+                      "1.00 | 1.00 | 0.25 | 0.50 | n/a |")
   legend = text.split("\n\n", 1)[1]
   assert "n/a: not representable" in legend and "learned position table" in legend
-  assert "†" in legend and "ddof=1" in legend
+  assert "‡" in legend and "ddof=1" in legend and "pooled over every extrapolation" in legend
+  assert "†" not in legend  # no convergence fields: nothing marked
   assert "1.5× = 30, 2× = 40, 4× = 80" in legend
 
 
 def test_table_without_na_has_no_na_legend():
   text = tables.exact_match_table([r for r in _records() if r["run"] == "a"])
   body = text.split("\n", 1)[1]  # the title has a dash of its own
-  assert "n/a" not in body and "†" not in body and "—" not in body
+  assert "n/a" not in body and "‡" not in body and "—" not in body
 
 
 def test_empty_group_is_a_dash():
   text = tables.exact_match_table([_record("scan", 0, n, 0.1, max_train=22) for n in (24, 33)])
-  assert "| scan | t5 | 1 | 1–22 | — | 0.10 | — | — | 0.10 | 0.10 | 0.10 |" in text
+  assert "| scan | t5 | 1 | 1–22 | — | 0.10 | — | — | 0.10 | 0.10 | 0.10 | 0.10 |" in text
   assert "—: no value" in text
 
 
@@ -204,3 +205,42 @@ def test_group_stats_partial_and_not_representable():
   assert (mean, count, partial, na) == (pytest.approx(np.mean(B_EXACT[2:4])), 1, True, False)
   assert tables.group_stats(b, "exact_match", groups["4×"])[3:] == (False, True)
   assert tables.group_stats(b, "exact_match", []) is None
+
+
+def test_pooled_weighs_examples_and_length_mean_weighs_lengths():
+  # Two extrapolation lengths with 10 and 90 examples: the length-mean is 0.5, the
+  # pooled exact match (10 * 1.0 + 90 * 0.0) / 100 = 0.1.
+  records = [dict(_record("scan", 0, 30, 1.0, max_train=22), num_examples=10),
+             dict(_record("scan", 0, 40, 0.0, max_train=22), num_examples=90),
+             dict(_record("scan", 1, 30, 0.5, max_train=22), num_examples=10),
+             dict(_record("scan", 1, 40, 0.5, max_train=22), num_examples=90)]
+  groups = tables.length_groups([30, 40], 22)
+  mean, std, count, partial, na = tables.pooled_stats(records, "exact_match", groups["extrap"])
+  np.testing.assert_allclose([mean, std], [np.mean([0.1, 0.5]), np.std([0.1, 0.5], ddof=1)])
+  assert (count, partial, na) == (2, False, False)
+  length_mean = tables.group_stats(records, "exact_match", groups["extrap"])
+  np.testing.assert_allclose(length_mean[0], np.mean([0.5, 0.5]))
+  text = tables.exact_match_table(records)
+  assert ("| scan | t5 | 2 | 1–22 | — | 0.75 ± 0.35 | 0.25 ± 0.35 | — | 0.50 ± 0.00 | 0.30 ± 0.28 |"
+          in text)
+
+
+def test_unconverged_runs_are_marked_and_valid_is_shown():
+  records = []
+  for seed, valid in enumerate((0.99, 0.60)):
+    for n in (10, 30):
+      records.append({**_record("nope", seed, n, 0.5), "valid_exact_match": valid,
+                      "best_valid_exact_match": valid, "converged": valid >= 0.95,
+                      "converged_at": 0.95, "checkpoint_rule": "best",
+                      "valid_source": "copy, lengths 6-20"})
+  records += [{**_record("t5", 0, n, 0.9), "valid_exact_match": 1.0, "converged": True,
+               "converged_at": 0.95} for n in (10, 30)]
+  assert tables.convergence(records[:4]) == (1, 2)
+  assert not tables.is_converged(records[:4]) and tables.is_converged(records[4:])
+  lines = tables.exact_match_table(records).splitlines()
+  assert lines[2].startswith("| run | scheme | seeds | train | conv. | valid | in-dist |")
+  assert lines[4].startswith(f"| nope † | t5 | 2 | 1–20 | 1/2 | {_cell([0.99, 0.60])} |")
+  assert lines[5].startswith("| t5 | t5 | 1 | 1–20 | 1/1 | 1.00 |")
+  text = "\n".join(lines)
+  assert "†: some seed of the run is below its validation threshold" in text
+  assert "≥ 0.95" in text and "best (by validation exact match)" in text
