@@ -5,6 +5,9 @@
   python eval.py --sweep_dir runs/schemes                           # every run of a sweep
   python eval.py --sweep_dir runs/schemes --lengths 10,20,40,80 --num_examples 64 \
       --oracle_length
+  python eval.py --workdir runs/rope --override model.position.scaling.type=yarn \
+      --override model.position.scaling.factor=4.0           # eval-time RoPE scaling
+  python eval.py --sweep_dir runs/shaw_terms --results_dir results/shaw_terms
 
 Each run's report goes to `<workdir>/eval/`: extrapolation.jsonl (one record per
 replica × length), extrapolation.md (tables), extrapolation.csv,
@@ -12,8 +15,16 @@ accuracy_vs_length.png, and the scheme's own figures (t5_bias.png,
 shaw_key_norms.png, sinusoid.png). The comparison of all runs goes to --out
 (default `<sweep_dir>/eval`; one --workdir: its own eval folder). The tables
 are also printed. Runs without a checkpoint are skipped.
+
+Protocol (relpos_jax/evaluate.py): each replica is evaluated at its checkpoint
+with the best held-out validation exact match (--checkpoint last: the last);
+records carry that score, the step, and whether the replica converged.
+--dump_predictions writes predictions.jsonl beside the report. --results_dir
+stores each run's records under results/<table>/ (what RESULTS.md is rendered
+from).
 """
 
+import json
 import os
 
 from absl import app
@@ -21,7 +32,9 @@ from absl import flags
 from absl import logging
 
 from relpos_jax import evaluate
+from relpos_jax import report
 from relpos_jax import log_setup
+from relpos_jax import results
 from relpos_jax import sweep
 from relpos_jax import tables
 
@@ -35,10 +48,25 @@ _OUT = flags.DEFINE_string("out", None, "Folder of the comparison report (defaul
 _LENGTHS = flags.DEFINE_list("lengths", None, "Eval lengths (default: each run's config).")
 _NUM_EXAMPLES = flags.DEFINE_integer(
     "num_examples", None, "Examples per length (default: the config's). Synthetic tasks rebuild "
-    "each eval set with this many; SCAN/TFDS take the first this many of each length.")
+    "each eval set with this many; SCAN/TFDS take a seeded random sample (--eval_seed) of this "
+    "many of each length (default: the whole test split).")
 _ORACLE_LENGTH = flags.DEFINE_bool(
     "oracle_length", False, "Also decode with the true target length imposed (EOS forbidden "
     "before it, forced at it) and report oracle_exact_match / oracle_token_accuracy.")
+_EVAL_SEED = flags.DEFINE_integer("eval_seed", 0, "Seed of the random sample when an eval set "
+                                  "is cut to --num_examples (recorded in every record).")
+_CHECKPOINT = flags.DEFINE_enum("checkpoint", None, list(evaluate.CHECKPOINT_RULES),
+                                "Which checkpoint of each replica: best (held-out validation "
+                                "exact match) or last (default: the config's eval_checkpoint, "
+                                "else best).")
+_DUMP = flags.DEFINE_bool("dump_predictions", False, "Also write predictions.jsonl: every "
+                          "example's run, seed, length, input, target, output, exact and "
+                          "first wrong position.")
+_OVERRIDE = flags.DEFINE_multi_string(
+    "override", [], "key=value: change each run's config at evaluation only (e.g. "
+    "model.position.scaling.type=yarn on a RoPE run); the run is named <run>@<overrides>.")
+_RESULTS_DIR = flags.DEFINE_string("results_dir", None, "Also store each run's records in this "
+                                   "table folder (results/<table>) and write its report.")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", None,
                                    "Decoding batch size (default: each run's eval_batch_size).")
 
@@ -55,11 +83,23 @@ def main(argv):
   workdirs = _WORKDIR.value or sweep.run_dirs(_SWEEP_DIR.value)
   out = _OUT.value or os.path.join(_SWEEP_DIR.value or workdirs[0], "eval")
   lengths = [int(n) for n in _LENGTHS.value] if _LENGTHS.value else None
-  records = evaluate.evaluate_runs(workdirs, out, lengths=lengths, batch_size=_BATCH_SIZE.value,
-                                   num_examples=_NUM_EXAMPLES.value,
-                                   oracle_length=_ORACLE_LENGTH.value)
+  options = dict(lengths=lengths, batch_size=_BATCH_SIZE.value, num_examples=_NUM_EXAMPLES.value,
+                 oracle_length=_ORACLE_LENGTH.value, eval_seed=_EVAL_SEED.value,
+                 checkpoint=_CHECKPOINT.value, dump_predictions=_DUMP.value,
+                 overrides=_OVERRIDE.value)
+  if _RESULTS_DIR.value:
+    names = evaluate.run_names(workdirs)
+    if _SWEEP_DIR.value:  # the table lists the sweep's runs in order, trained or not
+      with open(os.path.join(_SWEEP_DIR.value, sweep.SWEEP_FILE)) as f:
+        meta = json.load(f)
+      results.write_table_meta(_RESULTS_DIR.value, meta["config"],
+                               [r["name"] for r in meta["runs"]])
+    records = sweep.evaluate_into_results(workdirs, names, _RESULTS_DIR.value, **options)
+    results.write_table_report(_RESULTS_DIR.value)
+  else:
+    records = evaluate.evaluate_runs(workdirs, out, **options)
   print(tables.report(records))
-  logging.info("wrote %s", ", ".join(os.path.join(out, f) for f in evaluate.REPORT_FILES.values()))
+  logging.info("wrote %s", ", ".join(os.path.join(out, f) for f in report.REPORT_FILES.values()))
 
 
 if __name__ == "__main__":

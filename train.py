@@ -14,7 +14,9 @@ sweep directory: every run is trained into `<workdir>/<run name>/` (finished
 runs skipped, interrupted ones resumed), then all are evaluated and tabulated
 into `<workdir>/eval/`, as `python -m relpos_jax.sweep` does. `--runs a,b` trains
 only those runs; `--sweep_shard i/n` only runs i, i+n, i+2n, ... (see
-relpos_jax/sweep.py).
+relpos_jax/sweep.py). `--results_dir results/<table>` evaluates each run as soon
+as it is trained and stores its records there (see relpos_jax/results.py); runs
+already stored are skipped, so a table can be completed a few runs at a time.
 """
 
 from absl import app
@@ -31,6 +33,9 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment or sweep c
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where checkpoints and metrics go (for a sweep "
                                "config: the sweep directory, one subfolder per run).")
 _RUNS = flags.DEFINE_list("runs", None, "Sweep configs only: train only these runs.")
+_RESULTS_DIR = flags.DEFINE_string(
+    "results_dir", None, "Sweep configs only: evaluate each run as soon as it is trained and "
+    "store its records in this table folder (results/<table>); runs stored there are skipped.")
 _SHARD = sweep.define_shard_flag()
 flags.mark_flags_as_required(["config", "workdir"])
 
@@ -42,13 +47,14 @@ def main(argv):
   config_file = flags.FLAGS["config"].config_filename
   if sweep.is_sweep_config(config_file):
     records = sweep.run_sweep(config_file, _WORKDIR.value, base_config=_CONFIG.value,
-                              only=_RUNS.value, shard=_SHARD.value)
+                              only=_RUNS.value, shard=_SHARD.value,
+                              results_dir=_RESULTS_DIR.value)
     if records:
       print(tables.exact_match_table(records))
       print(tables.error_table(records))
     return
-  if _RUNS.value or _SHARD.value:
-    raise app.UsageError(f"--runs and --sweep_shard need a sweep config; {config_file} "
+  if _RUNS.value or _SHARD.value or _RESULTS_DIR.value:
+    raise app.UsageError(f"--runs, --sweep_shard and --results_dir need a sweep config; {config_file} "
                          "defines no get_sweep() (see configs/ablations/)")
   train_lib.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
 

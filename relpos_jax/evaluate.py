@@ -1,39 +1,41 @@
-"""Length-extrapolation evaluation: greedy-decode each eval length, score it.
+"""Length-extrapolation evaluation of trained runs, under the eval protocol of DESIGN.md.
 
-For each eval length: exact match and token accuracy of cached greedy decoding,
-the teacher-forced loss, and the *failure anatomy*, because a model that
-extrapolates badly can fail in two different ways (DESIGN.md, "What to expect"):
+For each run and replica:
 
-* a *content* error: some token before the end of the shorter of (prediction,
-  target) is wrong;
-* a *stopping* error: every token the two share is right, but the prediction
-  stops too early or too late (EOS in the wrong place).
-
-Among the failures of a length the record gives the shares that are too short,
-too long and of the right length, the share that are pure stopping errors, and
-the median position of the first wrong token. With `oracle_length=True` each
-batch is decoded a second time with the true target length imposed (EOS
-forbidden before it, forced at it: `decode.greedy_decode(oracle_lengths_B=...)`),
-which measures content apart from the stop decision (`oracle_*` metrics).
+1. **Checkpoint.** Every kept checkpoint is scored on the held-out validation
+   set (`Dataset.validation_batches`: disjoint from training); the evaluated
+   one is the best by validation exact match (`eval_checkpoint = "best"`, the
+   default; ties go to the later step) or the last (`"last"`). The record says
+   which step, its validation score, the best score and its step, and whether
+   the replica converged (best validation exact match ≥ `converged_at`).
+2. **Sets.** Each eval length has a fixed set; a set cut to `num_examples` is a
+   seeded uniform sample of it (`eval_seed`, recorded), never a prefix in
+   generation order. Records say how many examples they scored
+   (`num_examples`) of how many (`num_available`).
+3. **Scores.** Cached greedy decoding scored by `scoring.py` (exact match, token
+   accuracy, failure anatomy), the teacher-forced loss, and with
+   `oracle_length` a second decoding with the true length imposed. With
+   `dump_predictions` every example's input, target and output go to
+   predictions.jsonl.
 
 One record per (run, replica, length): a flat dict that `tables.py` and
-`plots.py` consume. `evaluate_workdir` evaluates one trained run from its
-workdir alone; `evaluate_runs` several runs, and writes their comparison
-(`REPORT_FILES`). A length the scheme cannot encode (a learned position table
+`plots.py` consume. A length the scheme cannot encode (a learned position table
 too short) is recorded as not representable (NaN metrics, the reason in
-`error`) instead of stopping the evaluation.
+`error`) instead of stopping the evaluation. `overrides` change a trained run's
+config at evaluation only (e.g. `model.position.scaling.type=yarn` on a RoPE
+run): the run is then named `<run>@<overrides>`.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import dataclasses
 import functools
 import json
-import math
 import os
-import re
 import time
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 from absl import logging
 import jax
@@ -42,64 +44,64 @@ import numpy as np
 
 from relpos_jax import architectures
 from relpos_jax import decode
-from relpos_jax import plots
-from relpos_jax import tables
+from relpos_jax import losses
+from relpos_jax import report
+from relpos_jax import scoring
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
-from relpos_jax.positions import shaw
-from relpos_jax.positions import sinusoidal
-from relpos_jax.positions import t5
 
 Record = dict[str, Any]
-
-METRIC_KEYS = ("exact_match", "token_accuracy", "loss", "length_accuracy", "content_errors",
-               "stop_errors", "fail_too_short", "fail_too_long", "fail_right_length",
-               "fail_pure_stop", "first_wrong_median")
-ORACLE_KEYS = ("oracle_exact_match", "oracle_token_accuracy")
-REPORT_FILES = {"records": "extrapolation.jsonl", "tables": "extrapolation.md",
-                "csv": "extrapolation.csv", "plot": "accuracy_vs_length.png"}
-SCHEME_PLOTS = {"t5": "t5_bias.png", "shaw": "shaw_key_norms.png",
-                "sinusoidal": "sinusoid.png"}
+CHECKPOINT_RULES = ("best", "last")
+DEFAULT_CONVERGED_AT = 0.95
 
 
 class UnrepresentableLength(ValueError):
   """The run's positional scheme cannot encode the sequences of an eval length."""
 
 
-def decode_and_score(model, params, batch: dict[str, np.ndarray], *,
-                     oracle_length: bool = False) -> dict[str, np.ndarray]:
-  """Greedy-decodes a batch up to its padded target length; `score_batch` of the result.
+# ------------------------------------------------------------- one batch
+
+def decode_batch(model, params, batch: dict[str, np.ndarray], *,
+                 oracle_length: bool = False) -> tuple[np.ndarray, np.ndarray]:
+  """Greedy-decodes a batch up to its padded target length.
 
   Args:
     model: the model (any `architectures.ARCHS` class).
     params: one replica's parameters.
     batch: `inputs`, `targets`.
-    oracle_length: impose each example's true target length (see the module doc).
+    oracle_length: impose each example's true target length (EOS forbidden
+      before it, forced at it: `decode.greedy_decode(oracle_lengths_B=...)`).
 
   Returns:
-    `score_batch`'s dict.
+    `(tokens_BxT, lengths_B)` as numpy arrays.
 
   Raises:
     ValueError: the scheme cannot encode these lengths (raised by `decode`).
   """
-  oracle_B = target_lengths(batch["targets"]) if oracle_length else None
+  oracle_B = scoring.target_lengths(batch["targets"]) if oracle_length else None
   tokens_BxT, lengths_B = decode.greedy_decode(model, params, batch["inputs"],
                                                max_len=batch["targets"].shape[1],
                                                oracle_lengths_B=oracle_B)
-  return score_batch(np.asarray(tokens_BxT), np.asarray(lengths_B), batch["targets"])
+  return np.asarray(tokens_BxT), np.asarray(lengths_B)
+
+
+def decode_and_score(model, params, batch: dict[str, np.ndarray], *,
+                     oracle_length: bool = False) -> dict[str, np.ndarray]:
+  """`scoring.score_batch` of `decode_batch`'s output (same arguments and errors)."""
+  tokens_BxT, lengths_B = decode_batch(model, params, batch, oracle_length=oracle_length)
+  return scoring.score_batch(tokens_BxT, lengths_B, batch["targets"])
 
 
 @functools.partial(jax.jit, static_argnames="model")
 def _teacher_forced_loss(model, params, inputs_BxS, targets_BxT):
   """Per example: the teacher-forced cross-entropy summed over its target tokens, their count."""
-  from relpos_jax import train_lib  # local: train_lib imports this module
   logits_BxTxV = model.apply({"params": params}, inputs_BxS, targets_BxT)
-  _, loss_BxT = train_lib.cross_entropy(logits_BxTxV, targets_BxT)
+  _, loss_BxT = losses.cross_entropy(logits_BxTxV, targets_BxT)
   return loss_BxT.sum(axis=1), (targets_BxT != vocab.PAD_ID).sum(axis=1)
 
 
 def evaluate_batch(model, params, batch: dict[str, np.ndarray], *,
-                   oracle_length: bool = False) -> dict[str, np.ndarray]:
+                   oracle_length: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray]:
   """Every per-example score of one batch: decoding, loss and (optionally) oracle decoding.
 
   Args:
@@ -109,52 +111,74 @@ def evaluate_batch(model, params, batch: dict[str, np.ndarray], *,
     oracle_length: also decode with the true lengths imposed.
 
   Returns:
-    `score_batch`'s dict plus `loss_sum`, `loss_tokens` and, with
-    `oracle_length`, `oracle_exact` and `oracle_token_correct`.
+    `(scores, tokens_BxT)`: `scoring.score_batch`'s dict plus `loss_sum`,
+    `loss_tokens` and, with `oracle_length`, `oracle_exact` and
+    `oracle_token_correct`; and the decoded tokens.
 
   Raises:
     UnrepresentableLength: `decode` refused the batch's lengths.
   """
   try:
-    scores = decode_and_score(model, params, batch)
+    tokens_BxT, lengths_B = decode_batch(model, params, batch)
   except ValueError as e:  # decode checks the lengths before tracing
     raise UnrepresentableLength(str(e)) from e
+  scores = scoring.score_batch(tokens_BxT, lengths_B, batch["targets"])
   loss_sum_B, loss_tokens_B = _teacher_forced_loss(model, params, batch["inputs"],
                                                    batch["targets"])
   scores.update(loss_sum=np.asarray(loss_sum_B), loss_tokens=np.asarray(loss_tokens_B))
   if oracle_length:
     oracle = decode_and_score(model, params, batch, oracle_length=True)
     scores.update(oracle_exact=oracle["exact"], oracle_token_correct=oracle["token_correct"])
-  return scores
+  return scores, tokens_BxT
 
 
-def first_examples(batches: Iterable[dict[str, np.ndarray]],
-                   limit: int | None) -> Iterator[dict[str, np.ndarray]]:
-  """The batches holding the first `limit` real examples of an eval set.
+def prediction_rows(data_vocab: vocab.Vocab, batch: dict[str, np.ndarray],
+                    tokens_BxT: np.ndarray, scores: dict[str, np.ndarray]) -> list[Record]:
+  """One readable row per real example of a batch (rows with weight 0 are left out).
 
   Args:
-    batches: eval batches (with `weights`, 0 on padding rows).
-    limit: number of real examples (None: all).
+    data_vocab: the run's vocabulary.
+    batch: `inputs`, `targets`, `weights`.
+    tokens_BxT: the decoded tokens.
+    scores: `scoring.score_batch`'s dict of the batch.
 
   Returns:
-    The batches up to the one holding example `limit`, whose later rows get
-    weight 0 (same shapes, so no new compilation).
+    `{"input", "target", "output"}` (space-separated tokens, EOS and PAD
+    dropped), `"exact"` and `"first_wrong"` (0-based position of the first
+    wrong token, the EOS slot included; None when exact).
   """
-  seen = 0
+  rows = []
+  for b in np.flatnonzero(batch["weights"] > 0):
+    exact = bool(scores["exact"][b])
+    rows.append({"input": " ".join(data_vocab.decode(batch["inputs"][b])),
+                 "target": " ".join(data_vocab.decode(batch["targets"][b])),
+                 "output": " ".join(data_vocab.decode(tokens_BxT[b])),
+                 "exact": exact,
+                 "first_wrong": None if exact else int(scores["first_error"][b])})
+  return rows
+
+
+# ------------------------------------------------------------ one eval set
+
+def _score_batches(model, params, batches, *, oracle_length: bool = False,
+                   data_vocab: vocab.Vocab | None = None,
+                   predictions: list[Record] | None = None) -> Record:
+  """`scoring.summarize_scores` over batches (with `weights`); fills `predictions` if given."""
+  parts, weights = [], []
   for batch in batches:
-    if limit is not None and seen >= limit:
-      return
-    real_B = batch["weights"] > 0
-    weights_B = batch["weights"].copy()
-    if limit is not None:
-      weights_B[real_B & (seen + np.cumsum(real_B) > limit)] = 0.0
-    seen += int(real_B.sum())
-    yield {**batch, "weights": weights_B}
+    scores, tokens_BxT = evaluate_batch(model, params, batch, oracle_length=oracle_length)
+    parts.append(scores)
+    weights.append(batch["weights"])
+    if predictions is not None:
+      predictions += prediction_rows(data_vocab, batch, tokens_BxT, scores)
+  scores = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+  return scoring.summarize_scores(scores, np.concatenate(weights))
 
 
 def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
-                    batch_size: int, num_examples: int | None = None,
-                    oracle_length: bool = False) -> Record:
+                    batch_size: int, num_examples: int | None = None, eval_seed: int = 0,
+                    oracle_length: bool = False,
+                    predictions: list[Record] | None = None) -> Record:
   """Evaluates the eval set at `length`: decoding, loss, failure anatomy.
 
   Args:
@@ -163,22 +187,29 @@ def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
     dataset: the data source.
     length: one of `dataset.eval_lengths`.
     batch_size: decoding batch size.
-    num_examples: only the first this many examples of the set (None: all).
+    num_examples: a seeded uniform sample of this many examples of the set
+      (None, or at least the set's size: all of it).
+    eval_seed: the sample's seed.
     oracle_length: add the oracle-length metrics.
+    predictions: a list to append one `prediction_rows` row per example to
+      (each with its `length`).
 
   Returns:
-    `{"length": length, **summarize_scores(...)}`.
+    `{"length", **summarize_scores(...), "num_available", "eval_seed"}`:
+    `num_examples` scored out of the `num_available` of that length.
 
   Raises:
     UnrepresentableLength: the scheme cannot encode this length.
   """
-  parts: list[dict[str, np.ndarray]] = []
-  weights: list[np.ndarray] = []
-  for batch in first_examples(dataset.eval_batches(length, batch_size), num_examples):
-    parts.append(evaluate_batch(model, params, batch, oracle_length=oracle_length))
-    weights.append(batch["weights"])
-  scores = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-  return {"length": int(length), **summarize_scores(scores, np.concatenate(weights))}
+  batches = dataset.eval_batches(length, batch_size, num_examples=num_examples,
+                                 sample_seed=eval_seed)
+  rows: list[Record] | None = [] if predictions is not None else None
+  record = _score_batches(model, params, batches, oracle_length=oracle_length,
+                          data_vocab=dataset.vocab, predictions=rows)
+  if predictions is not None:
+    predictions += [{"length": int(length), **row} for row in rows]
+  return {"length": int(length), **record, "num_available": int(dataset.eval_size(length)),
+          "eval_seed": int(eval_seed)}
 
 
 def evaluate_lengths(model, params, dataset: pipeline.Dataset, lengths: Iterable[int], *,
@@ -188,13 +219,28 @@ def evaluate_lengths(model, params, dataset: pipeline.Dataset, lengths: Iterable
   Args:
     model, params, dataset, batch_size: as for `evaluate_length`.
     lengths: eval lengths.
-    **kwargs: `evaluate_length`'s keyword options (`num_examples`, `oracle_length`).
+    **kwargs: `evaluate_length`'s keyword options.
 
   Returns:
     One record per length.
   """
   return [evaluate_length(model, params, dataset, n, batch_size=batch_size, **kwargs)
           for n in lengths]
+
+
+def validation_record(model, params, dataset: pipeline.Dataset, *, batch_size: int) -> Record:
+  """Exact match and token accuracy on the held-out in-distribution validation set.
+
+  Args:
+    model: the model.
+    params: one replica's parameters.
+    dataset: the data source (`validation_batches` is disjoint from training).
+    batch_size: decoding batch size.
+
+  Returns:
+    `summarize_scores`' record of the validation set.
+  """
+  return _score_batches(model, params, dataset.validation_batches(batch_size))
 
 
 def not_representable(length: int, reason: str, *, oracle_length: bool = False) -> Record:
@@ -208,9 +254,10 @@ def not_representable(length: int, reason: str, *, oracle_length: bool = False) 
   Returns:
     `{"length", "num_examples": 0, every metric: NaN, "error": reason}`.
   """
-  keys = METRIC_KEYS + (ORACLE_KEYS if oracle_length else ())
+  keys = report.METRIC_KEYS + (report.ORACLE_KEYS if oracle_length else ())
   return {"length": int(length), "num_examples": 0, **{k: float("nan") for k in keys},
           "error": reason}
+
 
 
 # ------------------------------------------------------------------ progress
@@ -236,10 +283,10 @@ class Progress:
     elapsed = time.perf_counter() - self._start
     eta = elapsed / self.done * max(self.total - self.done, 0)
     logging.info("eval %d/%d | %s | elapsed %s | ETA %s", self.done, self.total, message,
-                 _format_seconds(elapsed), _format_seconds(eta))
+                 format_seconds(elapsed), format_seconds(eta))
 
 
-def _format_seconds(seconds: float) -> str:
+def format_seconds(seconds: float) -> str:
   """`h:mm:ss`."""
   seconds = int(max(seconds, 0))
   return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
@@ -279,7 +326,7 @@ def train_length_range(config: ml_collections.ConfigDict,
   if dataset.num_train_examples is None:
     return int(config.data.min_train_length), int(config.data.max_train_length)
   epoch = dataset.train_batch(0, dataset.num_train_examples)
-  lengths_N = target_lengths(epoch["targets"])
+  lengths_N = scoring.target_lengths(epoch["targets"])
   return int(lengths_N.min()), int(lengths_N.max())
 
 
@@ -293,15 +340,24 @@ class EvalOptions:
       lengths present in the eval split (others are skipped with a warning).
     num_examples: examples per length (None: the config's). Synthetic tasks
       rebuild each eval set with this many (`data.eval_examples_per_length`);
-      SCAN/TFDS take the first this many of each length.
+      SCAN/TFDS take a seeded uniform sample of this many of each length.
     batch_size: decoding batch size (None: each run's `eval_batch_size`).
     oracle_length: add the oracle-length metrics (decodes everything twice).
+    eval_seed: the seed of every sample of an eval set.
+    checkpoint: "best" (by validation exact match) or "last"; None: each run's
+      `eval_checkpoint` (default "best").
+    dump_predictions: also write every example's input, target and output.
+    overrides: `key=value` changes of each run's config at evaluation only.
   """
 
   lengths: Sequence[int] | None = None
   num_examples: int | None = None
   batch_size: int | None = None
   oracle_length: bool = False
+  eval_seed: int = 0
+  checkpoint: str | None = None
+  dump_predictions: bool = False
+  overrides: Sequence[str] = ()
 
   def __post_init__(self):
     if self.num_examples is not None and self.num_examples < 1:
@@ -312,6 +368,126 @@ class EvalOptions:
       self.lengths = sorted({int(n) for n in self.lengths})
       if not self.lengths or self.lengths[0] < 1:
         raise ValueError(f"eval lengths must be positive, got {self.lengths}")
+    if self.checkpoint is not None and self.checkpoint not in CHECKPOINT_RULES:
+      raise ValueError(f"checkpoint must be one of {CHECKPOINT_RULES}, got {self.checkpoint!r}")
+    self.overrides = tuple(self.overrides)
+    parse_overrides(self.overrides)  # raises early on a malformed one
+
+
+def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
+  """`["a.b=1", "c=yarn"]` -> `{"a.b": 1, "c": "yarn"}`: Python literals, else strings.
+
+  Args:
+    overrides: `key=value` strings.
+
+  Returns:
+    The parsed mapping.
+
+  Raises:
+    ValueError: an item without `=` or without a key.
+  """
+  out = {}
+  for item in overrides:
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+      raise ValueError(f"override {item!r}: expected key=value, e.g. "
+                       "model.position.scaling.type=yarn")
+    try:
+      value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+      value = text
+    out[key.strip()] = value
+  return out
+
+
+def apply_overrides(config: ml_collections.ConfigDict,
+                    overrides: Sequence[str]) -> ml_collections.ConfigDict:
+  """A copy of a trained run's config with `key=value` overrides set (existing keys only).
+
+  Args:
+    config: the run's config.
+    overrides: `key=value` strings (see `parse_overrides`).
+
+  Returns:
+    The changed copy.
+
+  Raises:
+    ValueError: a key the config does not have (a typo would otherwise
+      evaluate the unchanged model under a new name).
+  """
+  config = copy.deepcopy(config)
+  for key, value in parse_overrides(overrides).items():
+    *parents, leaf = key.split(".")
+    node = config
+    for i, part in enumerate(parents + [leaf]):
+      if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+        raise ValueError(f"override {key!r}: the run's config has no key "
+                         f"{'.'.join((parents + [leaf])[:i + 1])!r}")
+      if i < len(parents):
+        node = node[part]
+    node[leaf] = value
+  return config
+
+
+@dataclasses.dataclass
+class Checkpoint:
+  """The checkpoint chosen for one replica, and the validation scores it was chosen by.
+
+  Attributes:
+    step: the evaluated checkpoint's step.
+    params: that replica's parameters there.
+    valid: `validation_record` at `step`.
+    best_step: the step of the best validation exact match among the kept checkpoints.
+    best_exact_match: that score.
+    final_step: the last checkpoint's step.
+  """
+
+  step: int
+  params: Any
+  valid: Record
+  best_step: int
+  best_exact_match: float
+  final_step: int
+
+
+def choose_checkpoints(workdir: str, config: ml_collections.ConfigDict, model,
+                       dataset: pipeline.Dataset, *, rule: str, batch_size: int,
+                       steps: Sequence[int] | None = None) -> list[Checkpoint]:
+  """Scores every kept checkpoint of a run on validation and picks one per replica.
+
+  Args:
+    workdir: the run's workdir.
+    config: its config.
+    model: its model.
+    dataset: its data (for the validation set).
+    rule: "best" (highest validation exact match; ties: the later step) or "last".
+    batch_size: decoding batch size.
+    steps: the checkpoint steps to consider (default: all kept).
+
+  Returns:
+    One `Checkpoint` per replica.
+
+  Raises:
+    FileNotFoundError: no checkpoint.
+  """
+  from relpos_jax import train_lib  # local: train_lib imports this module (to be moved)
+  steps = sorted(steps if steps is not None else checkpoint_steps(workdir))
+  if not steps:
+    raise FileNotFoundError(f"no checkpoint in {workdir}/checkpoints; train first")
+  scored: list[list[tuple[int, Any, Record]]] = [[] for _ in range(config.num_seeds)]
+  for step in steps:
+    params_N = train_lib.load_params(workdir, config, model, step=step)
+    for replica in range(config.num_seeds):
+      params = jax.tree_util.tree_map(lambda x, i=replica: x[i], params_N)
+      scored[replica].append((step, params, validation_record(model, params, dataset,
+                                                              batch_size=batch_size)))
+  chosen = []
+  for replica_scores in scored:
+    best = max(replica_scores, key=lambda s: (s[2]["exact_match"], s[0]))
+    pick = best if rule == "best" else replica_scores[-1]
+    chosen.append(Checkpoint(step=pick[0], params=pick[1], valid=pick[2], best_step=best[0],
+                             best_exact_match=best[2]["exact_match"], final_step=steps[-1]))
+  return chosen
 
 
 @dataclasses.dataclass
@@ -322,6 +498,7 @@ class _Run:
   name: str
   config: ml_collections.ConfigDict
   dataset: pipeline.Dataset
+  predictions: list[Record] = dataclasses.field(default_factory=list)
 
   @property
   def num_items(self) -> int:
@@ -331,48 +508,48 @@ class _Run:
 
 def evaluate_workdir(workdir: str, lengths: Iterable[int] | None = None,
                      batch_size: int | None = None, *, run: str | None = None,
-                     step: int | None = None, num_examples: int | None = None,
-                     oracle_length: bool = False) -> list[Record]:
+                     step: int | None = None, **options) -> list[Record]:
   """Evaluates every replica of a trained run at every eval length.
 
-  Writes the run's report (`REPORT_FILES`) to `workdir/eval/`, with the
-  scheme's own figures beside it (`SCHEME_PLOTS`, first replica): T5's learned
-  bias per distance, the norms of Shaw's key-table rows per distance, the
-  sinusoid heatmap.
-
-  A length the scheme cannot encode (a learned table shorter than the padded
-  sequence) does not stop the evaluation: its record has NaN metrics and the
-  reason in `error`, and a warning is logged.
+  Writes the run's report (`report.REPORT_FILES`, and predictions.jsonl with
+  `dump_predictions`) to `workdir/eval/`, with the scheme's own figures beside
+  it (first replica).
 
   Args:
     workdir: a training workdir (config.json, vocab.json, checkpoints/).
     lengths: eval lengths (see `EvalOptions`).
     batch_size: decoding batch size (default: config.eval_batch_size).
     run: the run's name in tables (default: the workdir's basename).
-    step: the checkpoint step (default: the latest).
-    num_examples: examples per length (see `EvalOptions`).
-    oracle_length: add the oracle-length metrics.
+    step: evaluate this checkpoint step (default: chosen by `checkpoint`).
+    **options: `EvalOptions`' other fields (`num_examples`, `oracle_length`,
+      `eval_seed`, `checkpoint`, `dump_predictions`, `overrides`).
 
   Returns:
-    One record per (replica, length): `summarize_scores`' keys plus `length`,
-    `run`, `scheme`, `task`, `seed`, `replica`, `step`, `workdir`,
-    `min_train_length`, `max_train_length` and `error` (None, or why the length
-    is not representable).
+    One record per (replica, length): `evaluate_length`'s keys plus `run`,
+    `scheme`, `task`, `seed`, `replica`, `workdir`, `min_train_length`,
+    `max_train_length`, the checkpoint and validation fields (`step`,
+    `checkpoint_rule`, `final_step`, `valid_exact_match`,
+    `valid_token_accuracy`, `valid_num_examples`, `valid_source`,
+    `best_valid_exact_match`, `best_valid_step`, `converged_at`,
+    `converged`), `overrides` and `error` (None, or why the length is not
+    representable).
 
   Raises:
     FileNotFoundError: no config.json or no checkpoint.
     ValueError: the data no longer match the saved vocabulary; bad options.
   """
-  options = EvalOptions(lengths=None if lengths is None else list(lengths),
-                        num_examples=num_examples, batch_size=batch_size,
-                        oracle_length=oracle_length)
-  target = _prepare_run(workdir, run or os.path.basename(os.path.normpath(workdir)), options)
-  return _evaluate_run(target, options, Progress(target.num_items), step=step)
+  opts = EvalOptions(lengths=None if lengths is None else list(lengths), batch_size=batch_size,
+                     **options)
+  target = _prepare_run(workdir, run or os.path.basename(os.path.normpath(workdir)), opts)
+  return _evaluate_run(target, opts, Progress(target.num_items), step=step)
 
 
 def _prepare_run(workdir: str, name: str, options: EvalOptions) -> _Run:
-  """Loads a run's config and builds its eval data (checking its vocabulary)."""
+  """Loads a run's config (with the eval overrides) and builds its eval data."""
   config = load_config(workdir)
+  if options.overrides:
+    config = apply_overrides(config, options.overrides)
+    name = f"{name}@{','.join(options.overrides)}"
   dataset = _eval_dataset(config, options)
   _check_vocab(workdir, dataset)
   return _Run(workdir, name, config, dataset)
@@ -381,33 +558,58 @@ def _prepare_run(workdir: str, name: str, options: EvalOptions) -> _Run:
 def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
                   step: int | None = None) -> list[Record]:
   """Evaluates one prepared run and writes its report and figures to `<workdir>/eval`."""
-  from relpos_jax import train_lib  # local: train_lib imports this module
   config, dataset = target.config, target.dataset
   model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
-  params_N = train_lib.load_params(target.workdir, config, model, step=step)
-  step = checkpoint_steps(target.workdir)[-1] if step is None else step
-  min_train, max_train = train_length_range(config, dataset)
   batch_size = options.batch_size or config.eval_batch_size
+  rule = options.checkpoint or config.get("eval_checkpoint", "best")
+  converged_at = float(config.get("converged_at", DEFAULT_CONVERGED_AT))
+  chosen = choose_checkpoints(target.workdir, config, model, dataset, rule=rule,
+                              batch_size=batch_size, steps=None if step is None else [step])
+  min_train, max_train = train_length_range(config, dataset)
+  valid_source = _describe_validation(dataset)
   base = {"run": target.name, "scheme": config.model.position.name, "task": config.data.task,
-          "step": int(step), "workdir": os.path.abspath(target.workdir),
-          "min_train_length": min_train, "max_train_length": max_train}
-  records = []
-  for replica in range(config.num_seeds):
-    params = jax.tree_util.tree_map(lambda x, i=replica: x[i], params_N)
+          "workdir": os.path.abspath(target.workdir), "min_train_length": min_train,
+          "max_train_length": max_train, "checkpoint_rule": rule if step is None else "step",
+          "converged_at": converged_at, "valid_source": valid_source,
+          "overrides": list(options.overrides)}
+  records, predictions = [], []
+  for replica, pick in enumerate(chosen):
     seed = config.seed + replica
+    logging.info("run %s seed %d: checkpoint %d (%s; validation exact match %.3f, best %.3f "
+                 "at step %d)", target.name, seed, pick.step, base["checkpoint_rule"],
+                 pick.valid["exact_match"], pick.best_exact_match, pick.best_step)
+    replica_base = {**base, "seed": seed, "replica": replica, "step": pick.step,
+                    "final_step": pick.final_step,
+                    "valid_exact_match": pick.valid["exact_match"],
+                    "valid_token_accuracy": pick.valid["token_accuracy"],
+                    "valid_num_examples": pick.valid["num_examples"],
+                    "best_valid_exact_match": pick.best_exact_match,
+                    "best_valid_step": pick.best_step,
+                    "converged": bool(pick.best_exact_match >= converged_at)}
+    rows = [] if options.dump_predictions else None
     for length in dataset.eval_lengths:
-      record = _evaluate_or_na(model, params, dataset, length, batch_size, options,
-                               f"run {target.name} seed {seed} length {length}", progress)
-      records.append({**base, "seed": seed, "replica": replica, **record})
+      record = _evaluate_or_na(model, pick.params, dataset, length, batch_size, options,
+                               f"run {target.name} seed {seed} length {length}", progress, rows)
+      records.append({**replica_base, **record})
+    if rows is not None:
+      predictions += [{"run": target.name, "seed": seed, **row} for row in rows]
   out_dir = os.path.join(target.workdir, "eval")
-  write_report(records, out_dir)
+  report.write_report(records, out_dir)
+  if options.dump_predictions:
+    report.write_records(predictions, os.path.join(out_dir, report.PREDICTIONS_FILE))
   distance = train_distance(model, dataset)
   randomized = config.get("randomized", {})
   if randomized.get("enabled", False):  # positions were drawn from [0, max_random_position)
     distance = max(distance, int(randomized["max_random_position"]) - 1)
-  _scheme_plots(model, jax.tree_util.tree_map(lambda x: x[0], params_N), config, out_dir,
-                distance)
+  report.scheme_figures(model, chosen[0].params, config, out_dir, distance)
+  target.predictions = predictions
   return records
+
+
+def _describe_validation(dataset: pipeline.Dataset) -> str:
+  """One line saying what the validation set is (from `Dataset.validation_info`)."""
+  info = dataset.validation_info()
+  return ", ".join(f"{k} {v}" for k, v in info.items())
 
 
 def train_distance(model, dataset: pipeline.Dataset, num_examples: int = 512) -> int:
@@ -463,16 +665,17 @@ def _check_vocab(workdir: str, dataset: pipeline.Dataset) -> None:
 
 
 def _evaluate_or_na(model, params, dataset, length, batch_size, options: EvalOptions,
-                    label: str, progress: Progress) -> Record:
+                    label: str, progress: Progress, predictions: list[Record] | None) -> Record:
   """`evaluate_length`, logged with progress; `not_representable` if the scheme cannot encode it."""
   try:
     record = evaluate_length(model, params, dataset, length, batch_size=batch_size,
-                             num_examples=options.num_examples,
-                             oracle_length=options.oracle_length)
+                             num_examples=options.num_examples, eval_seed=options.eval_seed,
+                             oracle_length=options.oracle_length, predictions=predictions)
   except UnrepresentableLength as e:
     logging.warning("%s: not representable (%s)", label, e)
     progress.step(f"{label}: n/a")
-    return not_representable(length, str(e), oracle_length=options.oracle_length)
+    return {**not_representable(length, str(e), oracle_length=options.oracle_length),
+            "num_available": int(dataset.eval_size(length)), "eval_seed": options.eval_seed}
   oracle = (f" | oracle exact {record['oracle_exact_match']:.3f}"
             if options.oracle_length else "")
   progress.step(f"{label}: exact {record['exact_match']:.3f} | token acc "
@@ -481,61 +684,9 @@ def _evaluate_or_na(model, params, dataset, length, batch_size, options: EvalOpt
   return {**record, "error": None}
 
 
-def _scheme_plots(model, params, config: ml_collections.ConfigDict, out_dir: str,
-                  max_train_distance: int) -> None:
-  """The figures of the scheme modules the model holds (T5, Shaw keys, sinusoid), if any."""
-  modules = [module for _, module in plots.scheme_instances(model, params)]
-  if any(isinstance(m, t5.T5Bias) for m in modules):
-    plots.learned_bias_curves(model, params, os.path.join(out_dir, SCHEME_PLOTS["t5"]),
-                              max_train_distance=max_train_distance, seed=config.seed)
-  if any(isinstance(m, shaw.Shaw) and m.use_keys for m in modules):
-    plots.shaw_key_norms(model, params, os.path.join(out_dir, SCHEME_PLOTS["shaw"]),
-                         max_train_distance=max_train_distance, seed=config.seed)
-  sinusoids = [m for m in modules if isinstance(m, sinusoidal.Sinusoidal)]
-  if sinusoids:
-    plots.encoding_heatmap(os.path.join(out_dir, SCHEME_PLOTS["sinusoidal"]),
-                           num_positions=4 * (max_train_distance + 1),
-                           dim=sinusoids[0].d_model, base=sinusoids[0].base,
-                           max_train_position=max_train_distance)
-
-
-def write_records(records: Sequence[Record], path: str) -> None:
-  """Writes records as JSON lines (NaN as null, so any JSON reader can load them).
-
-  Args:
-    records: flat dicts.
-    path: the .jsonl file (its folder is created).
-  """
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w") as f:
-    for record in records:
-      clean = {k: None if isinstance(v, float) and math.isnan(v) else v
-               for k, v in record.items()}
-      f.write(json.dumps(clean, allow_nan=False) + "\n")
-
-
-def read_records(path: str) -> list[Record]:
-  """Reads `write_records`' file; null metrics come back as NaN.
-
-  Args:
-    path: an extrapolation.jsonl.
-
-  Returns:
-    The records, in file order.
-  """
-  with open(path) as f:
-    records = [json.loads(line) for line in f if line.strip()]
-  for record in records:
-    for key in METRIC_KEYS + ORACLE_KEYS:
-      if key in record and record[key] is None:
-        record[key] = float("nan")
-  return records
-
-
 def evaluate_runs(workdirs: Sequence[str], out_dir: str, *,
                   lengths: Iterable[int] | None = None, batch_size: int | None = None,
-                  names: Sequence[str] | None = None, num_examples: int | None = None,
-                  oracle_length: bool = False) -> list[Record]:
+                  names: Sequence[str] | None = None, on_run=None, **options) -> list[Record]:
   """Evaluates several runs and writes their comparison to `out_dir`.
 
   Each run's own report and figures also go to its `<workdir>/eval/`. Runs
@@ -544,13 +695,14 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str, *,
 
   Args:
     workdirs: training workdirs.
-    out_dir: where the comparison's `REPORT_FILES` go.
+    out_dir: where the comparison's `report.REPORT_FILES` go.
     lengths: eval lengths (see `EvalOptions`).
     batch_size: decoding batch size (default: each run's eval_batch_size).
     names: run names for the tables (default: workdir basenames, or the paths
       where basenames collide).
-    num_examples: examples per length (see `EvalOptions`).
-    oracle_length: add the oracle-length metrics.
+    on_run: called as `on_run(name, workdir, records, seconds)` after each run
+      (e.g. to store its records under results/).
+    **options: `EvalOptions`' other fields.
 
   Returns:
     Every run's records.
@@ -558,9 +710,8 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str, *,
   Raises:
     ValueError: no workdir holds a checkpoint; bad options.
   """
-  options = EvalOptions(lengths=None if lengths is None else list(lengths),
-                        num_examples=num_examples, batch_size=batch_size,
-                        oracle_length=oracle_length)
+  opts = EvalOptions(lengths=None if lengths is None else list(lengths), batch_size=batch_size,
+                     **options)
   names = list(names) if names is not None else run_names(workdirs)
   targets = []
   for workdir, name in zip(workdirs, names):
@@ -568,18 +719,26 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str, *,
       logging.warning("skipping %s: no checkpoint in %s/checkpoints (not trained yet?)",
                       name, workdir)
       continue
-    targets.append(_prepare_run(workdir, name, options))
+    targets.append(_prepare_run(workdir, name, opts))
   if not targets:
     raise ValueError(f"nothing to evaluate: none of {list(workdirs)} holds a checkpoint")
   progress = Progress(sum(t.num_items for t in targets))
   logging.info("evaluating %d runs, %d items (run × replica × length)", len(targets),
                progress.total)
   records: list[Record] = []
+  predictions: list[Record] = []
   for target in targets:
-    records += _evaluate_run(target, options, progress)
+    start = time.perf_counter()
+    run_records = _evaluate_run(target, opts, progress)
+    records += run_records
+    predictions += target.predictions
+    if on_run is not None:
+      on_run(target.name, target.workdir, run_records, time.perf_counter() - start)
   own_dirs = {os.path.abspath(os.path.join(t.workdir, "eval")) for t in targets}
   if own_dirs != {os.path.abspath(out_dir)}:  # else that run's own report is the comparison
-    write_report(records, out_dir)
+    report.write_report(records, out_dir)
+    if opts.dump_predictions:
+      report.write_records(predictions, os.path.join(out_dir, report.PREDICTIONS_FILE))
   return records
 
 
@@ -587,30 +746,3 @@ def run_names(workdirs: Sequence[str]) -> list[str]:
   """Basenames of the workdirs, or their paths as given where two basenames collide."""
   base = [os.path.basename(os.path.normpath(w)) for w in workdirs]
   return [b if base.count(b) == 1 else os.path.normpath(w) for b, w in zip(base, workdirs)]
-
-
-def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
-  """Writes the records, the markdown tables, the CSV and the accuracy figure.
-
-  Args:
-    records: records of one or more runs.
-    out_dir: the folder (created).
-
-  Returns:
-    `REPORT_FILES`' keys -> the written paths; when the runs span several tasks,
-    also `plot_<task>` -> that task's own figure (`accuracy_vs_length_<task>.png`),
-    since curves of different tasks in one panel are hard to read.
-  """
-  os.makedirs(out_dir, exist_ok=True)
-  paths = {k: os.path.join(out_dir, v) for k, v in REPORT_FILES.items()}
-  write_records(records, paths["records"])
-  with open(paths["tables"], "w") as f:
-    f.write(tables.report(records))
-  tables.write_csv(records, paths["csv"])
-  plots.accuracy_vs_length(records, paths["plot"])
-  tasks = sorted({r["task"] for r in records})
-  for task in tasks if len(tasks) > 1 else []:
-    stem, ext = os.path.splitext(paths["plot"])
-    paths[f"plot_{task}"] = f"{stem}_{re.sub(r'[^A-Za-z0-9._-]', '_', task)}{ext}"
-    plots.accuracy_vs_length([r for r in records if r["task"] == task], paths[f"plot_{task}"])
-  return paths

@@ -58,6 +58,7 @@ from ml_collections import config_flags
 
 from relpos_jax import evaluate
 from relpos_jax import log_setup
+from relpos_jax import results
 from relpos_jax import tables
 from relpos_jax import train_lib
 
@@ -384,12 +385,17 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
               base_config: ml_collections.ConfigDict | None = None, arg: str | None = None,
               only: Sequence[str] | None = None, shard: str | None = None,
               run_eval: bool = True, lengths: Sequence[int] | None = None,
-              batch_size: int | None = None, out_dir: str | None = None) -> list[dict]:
-  """Trains the runs of a sweep into `sweep_dir/<run>`, then evaluates them all.
+              batch_size: int | None = None, out_dir: str | None = None,
+              results_dir: str | None = None) -> list[dict]:
+  """Trains the runs of a sweep into `sweep_dir/<run>`, then evaluates them.
 
   Finished runs (a checkpoint at `num_steps`) are skipped; interrupted ones
-  resume from their last checkpoint. The evaluation waits for every run: if
-  some are unfinished (other shards still training them), it is skipped.
+  resume from their last checkpoint. Without `results_dir` the evaluation waits
+  for every run: if some are unfinished (other shards still training them), it
+  is skipped. With `results_dir` (`results/<table>`, see results.py) each run is
+  evaluated as soon as it is trained and its records are stored there; a run
+  whose records are already stored is neither trained nor evaluated again, so a
+  table can be completed a few runs at a time.
 
   Args:
     config: the sweep config file (`"path.py[:arg]"`) or its module.
@@ -404,6 +410,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     lengths: eval lengths (default: each run's config).
     batch_size: eval decoding batch size (default: each run's).
     out_dir: the report folder (default `sweep_dir/eval`).
+    results_dir: store each run's records in this table folder as it finishes.
 
   Returns:
     The eval records (empty when not evaluated).
@@ -420,11 +427,26 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
   mine = shard_runs(runs, shard_spec)
   source = config if isinstance(config, str) else getattr(config, "__file__", str(config))
   _write_sweep_file(sweep_dir, source, [n for n, _ in all_runs], overrides)
+  if results_dir:
+    results.write_table_meta(results_dir, source, [n for n, _ in all_runs])
   if shard_spec:
     logging.info("shard %s: %d of the %d runs: %s", shard, len(mine), len(runs),
                  ", ".join(n for n, _ in mine) or "none")
+  records: list[dict] = []
   for i, (name, run_config) in enumerate(mine):
-    _train_run(os.path.join(sweep_dir, name), run_config, f"run {i + 1}/{len(mine)} {name}")
+    label = f"run {i + 1}/{len(mine)} {name}"
+    if results_dir and results.has_run(results_dir, name):
+      logging.info("%s: records stored in %s, skipping", label, results_dir)
+      continue
+    workdir = os.path.join(sweep_dir, name)
+    _train_run(workdir, run_config, label)
+    if results_dir and run_eval:
+      records += evaluate_into_results([workdir], [name], results_dir, lengths=lengths,
+                                       batch_size=batch_size)
+  if results_dir:
+    if run_eval:
+      results.write_table_report(results_dir)
+    return records
   if not run_eval:
     return []
   unfinished = [n for n, c in runs if _trained_step(os.path.join(sweep_dir, n), c) < c.num_steps]
@@ -437,6 +459,29 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
   return evaluate.evaluate_runs(workdirs, out_dir or os.path.join(sweep_dir, "eval"),
                                 lengths=lengths, batch_size=batch_size,
                                 names=[n for n, _ in runs])
+
+
+def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results_dir: str,
+                          **options) -> list[dict]:
+  """Evaluates runs (each into its own `<workdir>/eval`) and stores each one's records.
+
+  Args:
+    workdirs: trained workdirs.
+    names: their run names.
+    results_dir: the table folder (`results/<table>`).
+    **options: `evaluate.evaluate_runs`' options (lengths, batch_size, EvalOptions fields).
+
+  Returns:
+    Every run's records.
+  """
+  def store(name, workdir, run_records, seconds):
+    results.write_run(results_dir, name, run_records, workdir=workdir, eval_seconds=seconds)
+
+  records = []
+  for workdir, name in zip(workdirs, names):
+    records += evaluate.evaluate_runs([workdir], os.path.join(workdir, "eval"), names=[name],
+                                      on_run=store, **options)
+  return records
 
 
 def _train_run(workdir: str, config: ml_collections.ConfigDict, label: str) -> None:
@@ -461,7 +506,8 @@ def main(argv: Sequence[str]) -> None:
                       base_config=config_flag.value, only=flags.FLAGS.runs,
                       shard=flags.FLAGS.sweep_shard, run_eval=flags.FLAGS.eval,
                       lengths=[int(n) for n in flags.FLAGS.lengths or []] or None,
-                      batch_size=flags.FLAGS.batch_size, out_dir=flags.FLAGS.out)
+                      batch_size=flags.FLAGS.batch_size, out_dir=flags.FLAGS.out,
+                      results_dir=flags.FLAGS.results_dir)
   if records:
     print(tables.exact_match_table(records))
     print(tables.error_table(records))
@@ -477,6 +523,8 @@ def _define_flags() -> None:
   flags.DEFINE_list("lengths", None, "Eval lengths (default: each run's config).")
   flags.DEFINE_integer("batch_size", None, "Eval decoding batch size (default: config's).")
   flags.DEFINE_string("out", None, "Report folder (default: <sweep_dir>/eval).")
+  flags.DEFINE_string("results_dir", None, "Store each run's eval records in this table folder "
+                      "(results/<table>) as soon as it is trained; skip runs stored there.")
   define_shard_flag()
   flags.mark_flags_as_required(["config", "sweep_dir"])
 

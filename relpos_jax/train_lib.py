@@ -31,6 +31,7 @@ import orbax.checkpoint as ocp
 
 from relpos_jax import architectures
 from relpos_jax import evaluate
+from relpos_jax import losses
 from relpos_jax import metric_writers
 from relpos_jax import model as model_lib
 from relpos_jax.data import pipeline
@@ -85,33 +86,6 @@ def optimizer_config() -> ml_collections.ConfigDict:
       {k: p.default for k, p in params.items() if k != "num_steps"})
 
 
-# ----------------------------------------------------------------------- loss
-
-def cross_entropy(logits_BxTxV: jax.Array, targets_BxT: jax.Array,
-                  label_smoothing: float = 0.0) -> tuple[jax.Array, jax.Array]:
-  """Token cross-entropy over non-PAD targets.
-
-  Returns:
-    (mean loss over target tokens, per-token loss `[B, T]` (0 at PAD)).
-  """
-  V = logits_BxTxV.shape[-1]
-  labels_BxTxV = optax.smooth_labels(jax.nn.one_hot(targets_BxT, V), label_smoothing) \
-      if label_smoothing else jax.nn.one_hot(targets_BxT, V)
-  weights_BxT = (targets_BxT != vocab_lib.PAD_ID).astype(jnp.float32)
-  loss_BxT = optax.softmax_cross_entropy(logits_BxTxV, labels_BxTxV) * weights_BxT
-  return loss_BxT.sum() / jnp.maximum(weights_BxT.sum(), 1.0), loss_BxT
-
-
-def accuracy_metrics(logits_BxTxV: jax.Array, targets_BxT: jax.Array) -> dict[str, jax.Array]:
-  """Teacher-forced token accuracy and exact match (every target token right)."""
-  weights_BxT = targets_BxT != vocab_lib.PAD_ID
-  correct_BxT = (jnp.argmax(logits_BxTxV, -1) == targets_BxT) | ~weights_BxT
-  return {
-      "token_accuracy": ((correct_BxT & weights_BxT).sum() / jnp.maximum(weights_BxT.sum(), 1)),
-      "exact_match": correct_BxT.all(axis=1).mean(),
-  }
-
-
 # ---------------------------------------------------------------- train state
 
 @flax.struct.dataclass
@@ -160,7 +134,7 @@ def make_train_step(model, tx, schedule, *, label_smoothing: float,
     def loss_fn(params):
       logits = model.apply({"params": params}, inputs_BxS, targets_BxT, inputs_pos, targets_pos,
                            deterministic=False, rngs={"dropout": dropout_rng})
-      loss, _ = cross_entropy(logits, targets_BxT, label_smoothing)
+      loss, _ = losses.cross_entropy(logits, targets_BxT, label_smoothing)
       return loss, logits
 
     (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
@@ -168,7 +142,7 @@ def make_train_step(model, tx, schedule, *, label_smoothing: float,
     new_state = TrainState(step=state.step + 1, params=optax.apply_updates(state.params, updates),
                            opt_state=opt_state)
     metrics = {"loss": loss, "grad_norm": _global_norm(grads),
-               "learning_rate": schedule(state.step), **accuracy_metrics(logits, targets_BxT)}
+               "learning_rate": schedule(state.step), **losses.accuracy_metrics(logits, targets_BxT)}
     return new_state, metrics
 
   return train_step
@@ -306,13 +280,13 @@ def check_config(config: ml_collections.ConfigDict, model, dataset: pipeline.Dat
 # ------------------------------------------------------------------ the loop
 
 def evaluate_replica(model, params, dataset, config) -> dict[str, float]:
-  """Periodic eval of one replica: in distribution and at the longest eval length."""
-  train_like = dataset.train_batch(0, config.eval_batch_size)
-  in_dist = evaluate.decode_and_score(model, params, train_like)
+  """Periodic eval of one replica: the held-out validation set and the longest eval length."""
+  valid = evaluate.validation_record(model, params, dataset, batch_size=config.eval_batch_size)
   longest = max(dataset.eval_lengths)
   record = evaluate.evaluate_length(model, params, dataset, longest,
                                     batch_size=config.eval_batch_size)
-  return {"train_exact_match": float(in_dist["exact"].mean()),
+  return {"valid_exact_match": valid["exact_match"],
+          "valid_token_accuracy": valid["token_accuracy"],
           "longest_length": float(longest),
           "longest_exact_match": record["exact_match"],
           "longest_token_accuracy": record["token_accuracy"],

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from relpos_jax import evaluate
+from relpos_jax import report
 from relpos_jax import sweep
 from relpos_jax import train_lib
 
@@ -46,12 +47,12 @@ def test_eval_main_on_one_workdir(workdir):
                       "--oracle_length")
   assert result.returncode == 0, result.stderr[-3000:]
   out = os.path.join(workdir, "eval")
-  records = evaluate.read_records(os.path.join(out, "extrapolation.jsonl"))
+  records = report.read_records(os.path.join(out, "extrapolation.jsonl"))
   assert [(r["run"], r["seed"], r["length"]) for r in records] == [
       ("learned", 0, n) for n in (4, 8, 16)]
   assert [r["num_examples"] for r in records] == [3, 3, 0]
   assert records[2]["error"] and all(r["error"] is None for r in records[:2])
-  for key in evaluate.METRIC_KEYS + evaluate.ORACLE_KEYS:
+  for key in report.METRIC_KEYS + report.ORACLE_KEYS:
     assert key in records[0], key
   table = pathlib.Path(out, "extrapolation.md").read_text()
   assert "### Oracle exact match vs length" in table and "### Failure anatomy" in table
@@ -87,7 +88,7 @@ def test_eval_main_on_a_sweep_dir(sweep_dir):
   result = _eval_main("--sweep_dir", sweep_dir)
   assert result.returncode == 0, result.stderr[-3000:]
   out = os.path.join(sweep_dir, "eval")
-  records = evaluate.read_records(os.path.join(out, "extrapolation.jsonl"))
+  records = report.read_records(os.path.join(out, "extrapolation.jsonl"))
   assert [(r["run"], r["seed"], r["length"]) for r in records] == [
       (run, seed, n) for run in RUNS for seed in (0, 1) for n in (4, 8)]
   table = pathlib.Path(out, "extrapolation.md").read_text()

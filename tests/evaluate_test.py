@@ -12,6 +12,8 @@ import pytest
 
 from relpos_jax import architectures
 from relpos_jax import evaluate
+from relpos_jax import report
+from relpos_jax import scoring
 from relpos_jax import sweep
 from relpos_jax import train_lib
 from relpos_jax.data import pipeline
@@ -34,7 +36,7 @@ def test_score_batch_separates_content_and_stop_errors():
                      [5, 6, 7, 8, E],    # stops late: stop
                      [9, E, P, P, P]])   # wrong token and too short: content
   lengths = np.array([3, 3, 2, 4, 1])
-  s = evaluate.score_batch(tokens, lengths, targets)
+  s = scoring.score_batch(tokens, lengths, targets)
   np.testing.assert_array_equal(s["exact"], [True, False, False, False, False])
   np.testing.assert_array_equal(s["content_error"], [False, True, False, False, True])
   np.testing.assert_array_equal(s["stop_error"], [False, False, True, True, False])
@@ -65,12 +67,12 @@ def _hand_scores():
   eos = tokens == E
   lengths = np.where(eos.any(1), eos.argmax(1), T)
   weights = np.array([1.0] * 10 + [0.0] * 2)
-  return evaluate.score_batch(tokens, lengths, targets), weights
+  return scoring.score_batch(tokens, lengths, targets), weights
 
 
 def test_failure_anatomy_of_hand_made_tokens():
   scores, weights = _hand_scores()
-  r = evaluate.summarize_scores(scores, weights)
+  r = scoring.summarize_scores(scores, weights)
   assert r["num_examples"] == 10
   assert r["exact_match"] == pytest.approx(0.2)
   assert r["length_accuracy"] == pytest.approx(0.5)
@@ -88,25 +90,14 @@ def test_summarize_loss_oracle_and_no_failures():
   scores.update(loss_sum=np.array([1.0, 3.0]), loss_tokens=np.array([5, 5]),
                 oracle_exact=np.array([True, False]),
                 oracle_token_correct=np.array([1.0, 0.6]))
-  r = evaluate.summarize_scores(scores, np.ones(2))
+  r = scoring.summarize_scores(scores, np.ones(2))
   assert r["exact_match"] == 1.0 and r["loss"] == pytest.approx(0.4)
   assert (r["oracle_exact_match"], r["oracle_token_accuracy"]) == (0.5, pytest.approx(0.8))
   for key in ("fail_too_short", "fail_too_long", "fail_right_length", "fail_pure_stop",
               "first_wrong_median"):
     assert math.isnan(r[key])  # nothing failed: no share to take
   with pytest.raises(ValueError, match="no eval example"):
-    evaluate.summarize_scores(scores, np.zeros(2))
-
-
-def test_first_examples_limits_without_changing_shapes():
-  batches = [{"inputs": np.zeros((4, 3)), "weights": np.array([1.0, 1.0, 1.0, 1.0])},
-             {"inputs": np.zeros((4, 3)), "weights": np.array([1.0, 1.0, 0.0, 0.0])},
-             {"inputs": np.zeros((4, 3)), "weights": np.array([1.0, 0.0, 0.0, 0.0])}]
-  limited = list(evaluate.first_examples(batches, 5))
-  assert [b["weights"].tolist() for b in limited] == [[1, 1, 1, 1], [1, 0, 0, 0]]
-  assert batches[1]["weights"].tolist() == [1, 1, 0, 0]  # the input batches are untouched
-  assert len(list(evaluate.first_examples(batches, None))) == 3
-  assert [b["weights"].sum() for b in evaluate.first_examples(batches, 4)] == [4.0]
+    scoring.summarize_scores(scores, np.zeros(2))
 
 
 def test_progress_logs_done_total_and_eta(caplog):
@@ -125,10 +116,10 @@ def test_records_round_trip_nan_as_null(tmp_path):
              {"run": "a", "length": 40, "exact_match": NAN, "oracle_exact_match": NAN,
               "error": "too long"}]
   path = str(tmp_path / "x" / "extrapolation.jsonl")
-  evaluate.write_records(records, path)
+  report.write_records(records, path)
   text = pathlib.Path(path).read_text()
   assert "NaN" not in text and json.loads(text.splitlines()[1])["exact_match"] is None
-  back = evaluate.read_records(path)
+  back = report.read_records(path)
   assert back[0] == records[0]
   assert math.isnan(back[1]["exact_match"]) and math.isnan(back[1]["oracle_exact_match"])
 
@@ -179,7 +170,7 @@ def test_evaluate_length_of_any_architecture(arch):
   record = evaluate.evaluate_length(model, params, dataset, 8, batch_size=4, num_examples=6,
                                     oracle_length=True)
   assert record["length"] == 8 and record["num_examples"] == 6
-  assert set(evaluate.METRIC_KEYS + evaluate.ORACLE_KEYS) <= set(record)
+  assert set(report.METRIC_KEYS + report.ORACLE_KEYS) <= set(record)
   assert record["loss"] > 0 and 0 <= record["oracle_token_accuracy"] <= 1
   batch = next(dataset.eval_batches(8, 4))
   oracle = evaluate.decode_and_score(model, params, batch, oracle_length=True)
@@ -213,7 +204,7 @@ def test_evaluate_workdir_every_replica_and_not_representable(learned_workdir):
       assert r["content_errors"] + r["stop_errors"] == pytest.approx(1.0 - r["exact_match"])
       assert r["loss"] > 0 and "oracle_exact_match" not in r
   out = os.path.join(learned_workdir, "eval")
-  saved = evaluate.read_records(os.path.join(out, "extrapolation.jsonl"))
+  saved = report.read_records(os.path.join(out, "extrapolation.jsonl"))
   assert len(saved) == 6 and math.isnan(saved[2]["exact_match"])
   assert [r["exact_match"] for r in saved[:2]] == [r["exact_match"] for r in records[:2]]
   table = pathlib.Path(out, "extrapolation.md").read_text()
@@ -236,8 +227,8 @@ def test_evaluate_runs_skips_untrained_and_writes_the_comparison(learned_workdir
   assert {r["run"] for r in records} == {"learned16"}
   assert sorted(r["length"] for r in records) == [4, 4, 8, 8]  # the config's eval lengths
   assert all(r["num_examples"] == 8 for r in records)  # the config's eval set size
-  assert sorted(os.listdir(out)) == sorted(evaluate.REPORT_FILES.values())
-  for name in evaluate.REPORT_FILES.values():
+  assert sorted(os.listdir(out)) == sorted(report.REPORT_FILES.values())
+  for name in report.REPORT_FILES.values():
     assert os.path.getsize(os.path.join(out, name)) > 0
   with pytest.raises(ValueError, match="nothing to evaluate"):
     evaluate.evaluate_runs([str(untrained)], out)

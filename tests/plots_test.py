@@ -10,6 +10,7 @@ import pytest
 
 from relpos_jax import architectures
 from relpos_jax import evaluate
+from relpos_jax import report
 from relpos_jax import plots
 from relpos_jax import sweep
 
@@ -59,11 +60,11 @@ def test_accuracy_vs_length_writes_png(tmp_path, oracle):
 def test_a_report_over_several_tasks_writes_one_figure_per_task(tmp_path):
   records = _records(oracle=False)
   records += [{**r, "run": r["run"] + "+reverse", "task": "reverse"} for r in records]
-  paths = evaluate.write_report(records, str(tmp_path))
+  paths = report.write_report(records, str(tmp_path))
   for key in ("plot", "plot_copy", "plot_reverse"):
     _assert_png(paths[key])
   assert os.path.basename(paths["plot_reverse"]) == "accuracy_vs_length_reverse.png"
-  one_task = evaluate.write_report(_records(oracle=False), str(tmp_path / "one"))
+  one_task = report.write_report(_records(oracle=False), str(tmp_path / "one"))
   assert not any(k.startswith("plot_") for k in one_task)
 
 

@@ -1,0 +1,274 @@
+"""The committed results of the ablation tables: `results/<table>/`, and RESULTS.md from them.
+
+A table is completed run by run, possibly over several sessions, so each run's
+eval records are stored on their own as soon as it is evaluated:
+
+    results/<table>/table.json          the sweep: its config file and run names, in order
+    results/<table>/records/<run>.jsonl that run's eval records (every replica × length)
+    results/<table>/runs/<run>.json     its config, training and eval time, versions, machine
+    results/<table>/extrapolation.{md,csv,jsonl}, accuracy_vs_length.png
+                                        the table's report over the runs stored so far
+    results/<table>/notes.md            hand-written: what the table shows (optional)
+
+A sweep given `--results_dir results/<table>` skips every run whose records are
+there. `python -m relpos_jax.results` renders RESULTS.md from every table folder
+(`--check` fails if the committed RESULTS.md differs), so every number in it
+traces to a committed record, and anyone can re-render or diff it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import sys
+from typing import Any, Sequence
+
+from absl import app
+from absl import flags
+
+from relpos_jax import metric_writers
+from relpos_jax import report
+from relpos_jax import tables
+
+Record = dict[str, Any]
+TABLE_FILE = "table.json"
+NOTES_FILE = "notes.md"
+RESULTS_MD = "RESULTS.md"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+@,\-]")
+HEADER = """# Results
+
+Every table below is rendered from the eval records committed under `results/<table>/`
+by `python -m relpos_jax.results` (`make results`); each run's own records, config,
+training time, package versions and machine are in `results/<table>/records/` and
+`results/<table>/runs/`. Protocol (DESIGN.md, "The eval protocol"): the evaluated checkpoint
+of each seed is the one with the best exact match on a held-out validation set disjoint
+from training; `valid` is that score, `conv.` counts the seeds whose best validation exact
+match reached `converged_at`, and a run with a seed below it is marked †: it did not learn
+the task in distribution, so its extrapolation numbers measure the training budget, not
+the scheme. `extrap` is the mean over lengths beyond training, `pooled` the same pooled
+over every example (as Kazemnejad et al. report). Cells are mean ± std over seeds.
+"""
+
+
+def _file_name(run: str) -> str:
+  """A run name as a file name (path-unsafe characters replaced)."""
+  return _UNSAFE.sub("_", run)
+
+
+def record_path(table_dir: str, run: str) -> str:
+  """`<table_dir>/records/<run>.jsonl`."""
+  return os.path.join(table_dir, "records", f"{_file_name(run)}.jsonl")
+
+
+def has_run(table_dir: str, run: str) -> bool:
+  """Whether a run's records are stored in the table folder."""
+  return os.path.exists(record_path(table_dir, run))
+
+
+def write_table_meta(table_dir: str, config: str, runs: Sequence[str]) -> None:
+  """Writes `table.json`: the sweep's config file and its run names in sweep order.
+
+  Args:
+    table_dir: `results/<table>`.
+    config: the sweep config file (with its `:arg`, if any).
+    runs: every run name of the sweep, in order.
+  """
+  os.makedirs(table_dir, exist_ok=True)
+  with open(os.path.join(table_dir, TABLE_FILE), "w") as f:
+    json.dump({"config": config, "runs": list(runs)}, f, indent=1)
+    f.write("\n")
+
+
+def train_seconds(workdir: str) -> float | None:
+  """Wall time of the training steps of a run, from its metrics.jsonl (None if absent).
+
+  Each `train` line holds `steps_per_sec` over the steps since the previous
+  line, so the sum of (steps / steps_per_sec) over one replica's lines is the
+  time spent in training steps (not compilation before the first step, nor
+  periodic eval or checkpointing).
+  """
+  try:
+    lines = [m for m in metric_writers.read_metrics(workdir) if m.get("kind") == "train"]
+  except FileNotFoundError:
+    return None
+  if not lines:
+    return None
+  seed = lines[0]["seed"]
+  total, previous = 0.0, 0
+  for line in (m for m in lines if m["seed"] == seed):
+    if line.get("steps_per_sec"):
+      total += (line["step"] - previous) / line["steps_per_sec"]
+    previous = line["step"]
+  return total
+
+
+def machine() -> dict[str, Any]:
+  """The machine a run was timed on: processor, core count, Python."""
+  return {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+          "python": sys.version.split()[0], "platform": platform.platform()}
+
+
+def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: str,
+              eval_seconds: float, info: dict[str, Any] | None = None) -> None:
+  """Stores one run's records and its run info in the table folder.
+
+  Args:
+    table_dir: `results/<table>`.
+    run: the run name.
+    records: its eval records.
+    workdir: its training workdir (config.json and metrics.jsonl are read).
+    eval_seconds: how long its evaluation took.
+    info: more fields for `runs/<run>.json` (e.g. package versions).
+  """
+  report.write_records(records, record_path(table_dir, run))
+  with open(os.path.join(workdir, "config.json")) as f:
+    config = json.load(f)
+  run_info = {"run": run, "config": config, "train_seconds": train_seconds(workdir),
+              "eval_seconds": eval_seconds, "machine": machine(), **(info or {})}
+  path = os.path.join(table_dir, "runs", f"{_file_name(run)}.json")
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(run_info, f, indent=1)
+    f.write("\n")
+
+
+def read_table(table_dir: str) -> list[Record]:
+  """Every stored run's records, runs in sweep order (`table.json`), then any others by name.
+
+  Args:
+    table_dir: `results/<table>`.
+
+  Returns:
+    The records.
+  """
+  directory = os.path.join(table_dir, "records")
+  stored = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+  order = []
+  meta = os.path.join(table_dir, TABLE_FILE)
+  if os.path.exists(meta):
+    with open(meta) as f:
+      order = [f"{_file_name(r)}.jsonl" for r in json.load(f)["runs"]]
+  names = [n for n in order if n in stored] + [n for n in stored if n not in order]
+  records = []
+  for name in names:
+    records += report.read_records(os.path.join(directory, name))
+  return records
+
+
+def table_status(table_dir: str) -> tuple[int, int]:
+  """(runs stored, runs in the sweep) of a table folder."""
+  meta = os.path.join(table_dir, TABLE_FILE)
+  total = 0
+  if os.path.exists(meta):
+    with open(meta) as f:
+      total = len(json.load(f)["runs"])
+  directory = os.path.join(table_dir, "records")
+  done = len(os.listdir(directory)) if os.path.isdir(directory) else 0
+  return done, max(total, done)
+
+
+def write_table_report(table_dir: str) -> list[Record]:
+  """Writes the table's report (`report.REPORT_FILES`) over the runs stored so far.
+
+  Args:
+    table_dir: `results/<table>`.
+
+  Returns:
+    The records it was made from (empty: nothing written).
+  """
+  records = read_table(table_dir)
+  if records:
+    report.write_report(records, table_dir)
+  return records
+
+
+def _run_times(table_dir: str) -> str:
+  """One sentence with the table's summed training and eval time and its machine."""
+  directory = os.path.join(table_dir, "runs")
+  infos = []
+  for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+    with open(os.path.join(directory, name)) as f:
+      infos.append(json.load(f))
+  if not infos:
+    return ""
+  train = sum(i.get("train_seconds") or 0.0 for i in infos)
+  evaluation = sum(i.get("eval_seconds") or 0.0 for i in infos)
+  cpus = sorted({f"{i['machine']['cpus']} × {i['machine']['processor']}" for i in infos})
+  steps = sorted({int(i["config"]["num_steps"]) for i in infos})
+  batch = sorted({int(i["config"]["batch_size"]) for i in infos})
+  return (f"Budget: {', '.join(map(str, steps))} steps of batch {', '.join(map(str, batch))}. "
+          f"Run time: {train / 60:.0f} min of training steps and {evaluation / 60:.0f} min of "
+          f"evaluation in all, on {'; '.join(cpus)} CPU cores.")
+
+
+def render(root: str) -> str:
+  """RESULTS.md's text from every table folder under `root` (alphabetical).
+
+  Args:
+    root: the results folder.
+
+  Returns:
+    The markdown: the header, then per table its title, status, notes, run
+    time, exact-match table and a pointer to its failure anatomy and figure.
+  """
+  parts = [HEADER]
+  for table in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+    table_dir = os.path.join(root, table)
+    records = read_table(table_dir)
+    if not records:
+      continue
+    done, total = table_status(table_dir)
+    meta_path = os.path.join(table_dir, TABLE_FILE)
+    config = ""
+    if os.path.exists(meta_path):
+      with open(meta_path) as f:
+        config = json.load(f)["config"]
+    lines = [f"## {table}", "",
+             f"`{config}`: {done} of {total} runs stored"
+             + ("." if done == total else " (the table is incomplete).")]
+    notes = os.path.join(table_dir, NOTES_FILE)
+    if os.path.exists(notes):
+      with open(notes) as f:
+        lines += ["", f.read().strip()]
+    times = _run_times(table_dir)
+    if times:
+      lines += ["", times]
+    lines += ["", tables.exact_match_table(records).replace("\n### ", "\n#### ")
+              .replace("### ", "#### ", 1).rstrip(),
+              "", f"Failure anatomy and the other metrics: `results/{table}/extrapolation.md`; "
+              f"figure: `results/{table}/{report.REPORT_FILES['plot']}`.", ""]
+    parts.append("\n".join(lines))
+  return "\n".join(parts)
+
+
+def main(argv: Sequence[str]) -> None:
+  """`python -m relpos_jax.results [--root results] [--out RESULTS.md] [--check]`."""
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  root, out = flags.FLAGS.root, flags.FLAGS.out
+  if flags.FLAGS.check:
+    text = render(root)
+    with open(out) as f:
+      if f.read() != text:
+        sys.exit(f"{out} differs from the rendering of {root}/: run `python -m relpos_jax.results`")
+    return
+  if flags.FLAGS.reports:
+    for table in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+      write_table_report(os.path.join(root, table))
+  with open(out, "w") as f:
+    f.write(render(root))
+
+
+def _define_flags() -> None:
+  """The flags of `main`; only a run as a program defines them (importers get none)."""
+  flags.DEFINE_string("root", "results", "The results folder (one subfolder per table).")
+  flags.DEFINE_string("out", RESULTS_MD, "The markdown file to write.")
+  flags.DEFINE_bool("check", False, "Only check that --out equals the rendering (exit 1 if not).")
+  flags.DEFINE_bool("reports", True, "Also rewrite each table's report files.")
+
+
+if __name__ == "__main__":
+  _define_flags()
+  app.run(main)
