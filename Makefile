@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench clean
+.PHONY: install test demo bench table results clean
 
 install: $(STAMP)
 
@@ -27,6 +27,18 @@ demo: $(STAMP)
 	$(PY) -m relpos_jax.positions
 	$(PY) train.py --config configs/default.py --workdir runs/demo
 	$(PY) eval.py --workdir runs/demo
+
+# One ablation table, trained and evaluated run by run into results/$(TABLE)/ (runs whose
+# records are stored there are skipped), e.g. make table TABLE=shaw_terms.
+TABLE ?= shaw_terms
+table: $(STAMP)
+	$(PY) train.py --config configs/ablations/$(TABLE).py --workdir runs/$(TABLE) \
+		--results_dir results/$(TABLE)
+	$(PY) -m relpos_jax.results
+
+# RESULTS.md (and each table's report) rendered from the committed records in results/.
+results: $(STAMP)
+	$(PY) -m relpos_jax.results
 
 # Speed and memory of every positional scheme -> benchmarks/RESULTS.md (~15 min on 2 cores);
 # pass flags with BENCH_ARGS, e.g. make bench BENCH_ARGS="--schemes=none,t5 --lengths=64".
