@@ -216,9 +216,9 @@ def render(root: str) -> str:
   parts = [HEADER]
   for table in sorted(os.listdir(root)) if os.path.isdir(root) else []:
     table_dir = os.path.join(root, table)
-    records = read_table(table_dir)
-    if not records:
+    if not os.path.isdir(table_dir):
       continue
+    records = read_table(table_dir)
     done, total = table_status(table_dir)
     meta_path = os.path.join(table_dir, TABLE_FILE)
     config = ""
@@ -235,10 +235,11 @@ def render(root: str) -> str:
     times = _run_times(table_dir)
     if times:
       lines += ["", times]
-    lines += ["", tables.exact_match_table(records).replace("\n### ", "\n#### ")
-              .replace("### ", "#### ", 1).rstrip(),
-              "", f"Failure anatomy and the other metrics: `results/{table}/extrapolation.md`; "
-              f"figure: `results/{table}/{report.REPORT_FILES['plot']}`.", ""]
+    if records:
+      lines += ["", tables.exact_match_table(records).replace("### ", "#### ", 1).rstrip(),
+                "", f"Failure anatomy and the other metrics: `results/{table}/extrapolation.md`; "
+                f"figure: `results/{table}/{report.REPORT_FILES['plot']}`."]
+    lines.append("")
     parts.append("\n".join(lines))
   return "\n".join(parts)
 
