@@ -1,0 +1,75 @@
+"""results/: runs stored one by one, read back in sweep order, rendered into RESULTS.md."""
+
+import json
+import os
+import pathlib
+
+import numpy as np
+
+from relpos_jax import results
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _workdir(tmp_path, name, steps_per_sec=(10.0, 5.0)):
+  """A fake training workdir: config.json and two train lines per seed in metrics.jsonl."""
+  workdir = tmp_path / "runs" / name
+  workdir.mkdir(parents=True)
+  (workdir / "config.json").write_text(json.dumps({"num_steps": 200, "batch_size": 8}))
+  lines = [{"step": 100 * (i + 1), "kind": "train", "seed": seed, "steps_per_sec": sps}
+           for i, sps in enumerate(steps_per_sec) for seed in (0, 1)]
+  lines.append({"step": 200, "kind": "eval", "seed": 0, "valid_exact_match": 1.0})
+  (workdir / "metrics.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+  return str(workdir)
+
+
+def _records(run, exact):
+  return [{"run": run, "scheme": "t5", "task": "copy", "seed": s, "length": n,
+           "min_train_length": 1, "max_train_length": 20, "num_examples": 4,
+           "exact_match": exact, "token_accuracy": exact, "valid_exact_match": 1.0,
+           "converged": True, "converged_at": 0.95, "error": None}
+          for s in (0, 1) for n in (10, 30)]
+
+
+def test_train_seconds_sums_steps_over_rate(tmp_path):
+  workdir = _workdir(tmp_path, "a")
+  np.testing.assert_allclose(results.train_seconds(workdir), 100 / 10.0 + 100 / 5.0)
+  assert results.train_seconds(str(tmp_path)) is None  # no metrics.jsonl
+
+
+def test_runs_are_stored_one_by_one_and_read_in_sweep_order(tmp_path):
+  table = str(tmp_path / "results" / "t")
+  results.write_table_meta(table, "configs/ablations/t.py", ["b", "a@x=1", "c"])
+  assert not results.has_run(table, "a@x=1")
+  for run, exact in (("a@x=1", 0.5), ("b", 1.0)):
+    results.write_run(table, run, _records(run, exact), workdir=_workdir(tmp_path, run),
+                      eval_seconds=3.0, info={"note": "x"})
+  assert results.has_run(table, "a@x=1") and not results.has_run(table, "c")
+  assert [r["run"] for r in results.read_table(table)][::4] == ["b", "a@x=1"]
+  assert results.table_status(table) == (2, 3)
+  with open(os.path.join(table, "runs", "b.json")) as f:
+    info = json.load(f)
+  assert info["eval_seconds"] == 3.0 and info["note"] == "x" and info["machine"]["cpus"]
+  np.testing.assert_allclose(info["train_seconds"], 30.0)
+  assert results.write_table_report(table)
+  assert os.path.exists(os.path.join(table, "extrapolation.md"))
+
+
+def test_render_shows_status_notes_and_the_pooled_table(tmp_path):
+  root = tmp_path / "results"
+  table = str(root / "t")
+  results.write_table_meta(table, "configs/ablations/t.py", ["a", "b"])
+  results.write_run(table, "a", _records("a", 0.25), workdir=_workdir(tmp_path, "a"),
+                    eval_seconds=60.0)
+  (root / "t" / "notes.md").write_text("What the table shows.\n")
+  text = results.render(str(root))
+  assert text.startswith(results.HEADER)
+  assert "## t\n\n`configs/ablations/t.py`: 1 of 2 runs stored (the table is incomplete)." in text
+  assert "What the table shows." in text and "| pooled |" in text and "#### Exact match" in text
+  assert "Budget: 200 steps of batch 8." in text
+
+
+def test_committed_results_md_is_the_rendering_of_results():
+  # RESULTS.md is generated: regenerate it with `python -m relpos_jax.results`.
+  with open(ROOT / "RESULTS.md") as f:
+    assert f.read() == results.render(str(ROOT / "results"))
