@@ -7,12 +7,16 @@ positions sampled from [0, MAX_RANDOM_POSITION) instead of 0..L-1, so every
 position value up to the longest eval length (80) is seen in training;
 evaluation uses 0..L-1. A learned table needs a row per position, so its
 `max_len` is MAX_RANDOM_POSITION in both arms (one change between the arms).
-Copy task, train lengths 1-20, eval to 80, 3 seeds per run.
+Each example draws a sorted uniform sample of exactly its own length (input and
+target separately; `positions.randomized.sample_positions`), as Ruoss et al. do.
+Copy and reverse, train lengths 1-20, eval to 80, 3 seeds per run; runs are named
+`<scheme>+<task>` and `<scheme>+randomized+<task>`.
 
-  python train.py --config configs/ablations/randomized.py --workdir runs/randomized
+  python train.py --config configs/ablations/randomized.py --workdir runs/randomized \
+      --results_dir results/randomized
 
-Expected runtime: ~2 min per run on 2 CPU cores at the ablation size (2 runs per
-registered scheme: 16 today). Arguments: those of configs/default.py.
+Expected runtime: ~20 min per 3-seed run on 2 CPU cores at the ablation size (2,500
+steps of 64), 4 runs per registered scheme. Arguments: those of configs/default.py.
 """
 
 import os
@@ -34,13 +38,17 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
   return config
 
 
+TASKS = ("copy", "reverse")
+
+
 def get_sweep() -> list[dict]:
-  """Each registered scheme, randomized off (run `<scheme>`) then on (`<scheme>+randomized`)."""
+  """Task-major: each registered scheme, randomized off then on."""
   runs = []
-  for name in positions.SCHEMES:
-    position = positions.default_config(name)
-    if "max_len" in position:  # a learned table: a row for every sampled position
-      position.max_len = MAX_RANDOM_POSITION
-    runs += [{"model.position": position},  # the base config trains on 0..L-1
-             {"model.position": position, "randomized.enabled": True}]
+  for task in TASKS:
+    for name in positions.SCHEMES:
+      position = positions.default_config(name)
+      if "max_len" in position:  # a learned table: a row for every sampled position
+        position.max_len = MAX_RANDOM_POSITION
+      runs += [{"model.position": position, "data.task": task},  # trains on 0..L-1
+               {"model.position": position, "randomized.enabled": True, "data.task": task}]
   return runs
