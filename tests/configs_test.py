@@ -93,8 +93,11 @@ def test_randomized_sweep_has_both_arms_per_scheme():
   module = sweep.load_module(str(CONFIGS / "ablations/randomized.py"))
   runs = dict(sweep.expand(module.get_config(), module.get_sweep()))
   for scheme in positions.SCHEMES:
-    assert not runs[scheme].randomized.enabled and runs[f"{scheme}+randomized"].randomized.enabled
-  learned = runs["learned+randomized"]
+    for task in ("copy", "reverse"):
+      plain, randomized = runs[f"{scheme}+{task}"], runs[f"{scheme}+randomized+{task}"]
+      assert not plain.randomized.enabled and randomized.randomized.enabled
+      assert plain.data.task == randomized.data.task == task
+  learned = runs["learned+randomized+copy"]
   assert learned.model.position.max_len >= learned.randomized.max_random_position
 
 
