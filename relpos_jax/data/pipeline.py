@@ -198,6 +198,7 @@ class Dataset:
 
     Returns:
       {"num_examples": int, "lengths": sorted list of the lengths it holds,
+      "length_unit": "input tokens" (synthetic) or "target tokens",
       "source": "held_out_stream" (synthetic) or "held_out_split" (SCAN, TFDS),
       "rule": one sentence saying how it was chosen and why it is disjoint from
       training}, plus source-specific keys (synthetic: "min_distinct_inputs";
@@ -425,7 +426,7 @@ def _synthetic_validation(name: str, *, vocab_size: int, min_length: int, max_le
     return out
 
   info = {"num_examples": sum(counts.values()), "lengths": list(counts),
-          "source": "held_out_stream", "rule": rule,
+          "length_unit": "input tokens", "source": "held_out_stream", "rule": rule,
           "min_distinct_inputs": MIN_VALIDATION_INPUTS}
   return examples, info
 
@@ -530,7 +531,7 @@ def _encode_pairs(train: Sequence[tuple[Any, Any]], test: Sequence[tuple[Any, An
   for p in test:
     by_length.setdefault(len(p[1]), []).append(_encode(vocab, p))
   info = {"num_examples": len(validation), "lengths": sorted({len(y) for _, y in validation}),
-          "source": "held_out_split",
+          "length_unit": "target tokens", "source": "held_out_split",
           "rule": (f"{len(held)} of the training split's {len(set(' '.join(x) for x, _ in train))} "
                    f"distinct inputs ({validation_fraction:g}), chosen by the fixed holdout "
                    "seed and never trained on"),
