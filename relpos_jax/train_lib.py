@@ -121,15 +121,14 @@ def make_train_step(model, tx, schedule, *, label_smoothing: float,
   def train_step(state: TrainState, batch: dict[str, jax.Array], seed: jax.Array):
     inputs_BxS, targets_BxT = batch["inputs"], batch["targets"]
     step_rng = jax.random.fold_in(jax.random.PRNGKey(seed), state.step)
-    dropout_rng, in_pos_rng, tgt_pos_rng = jax.random.split(step_rng, 3)
-    if getattr(model, "joint_positions", False):  # one running sequence (decoder-only)
-      B, S = inputs_BxS.shape
-      pos_BxN = randomized.train_positions(in_pos_rng, B, S + targets_BxT.shape[1])
-      inputs_pos, targets_pos = (None, None) if pos_BxN is None else (pos_BxN[:, :S],
-                                                                      pos_BxN[:, S:])
-    else:
-      inputs_pos = randomized.train_positions(in_pos_rng, *inputs_BxS.shape)
-      targets_pos = randomized.train_positions(tgt_pos_rng, *targets_BxT.shape)
+    dropout_rng, pos_rng, _ = jax.random.split(step_rng, 3)  # 3: dropout as before
+    # Sample sizes are the real tokens (targets: tokens + EOS = the decoder's real
+    # inputs BOS/SEP, t_0, ...), never the padded widths; decoder-only draws one
+    # joint sample over input and target (one running sequence).
+    inputs_pos, targets_pos = randomized.train_positions(
+        pos_rng, jnp.sum(inputs_BxS != vocab_lib.PAD_ID, axis=1), inputs_BxS.shape[1],
+        jnp.sum(targets_BxT != vocab_lib.PAD_ID, axis=1), targets_BxT.shape[1],
+        joint=getattr(model, "joint_positions", False))
 
     def loss_fn(params):
       logits = model.apply({"params": params}, inputs_BxS, targets_BxT, inputs_pos, targets_pos,

@@ -1,7 +1,9 @@
 """Tests of the batching pipeline over synthetic tasks, SCAN and local TFDS datasets."""
 
+import collections
 import inspect
 import itertools
+import json
 
 import numpy as np
 import numpy.testing as npt
@@ -48,6 +50,7 @@ def test_default_config_is_the_signature_minus_seed():
   assert (config.min_train_length, config.max_train_length) == (1, 20)
   assert tuple(config.eval_lengths) == tuple(range(5, 81, 5))
   assert config.eval_examples_per_length == 128
+  assert config.num_validation_examples == 512 and config.validation_fraction == 0.1
   assert tuple(config.length_buckets) == (8, 16, 32, 64, 128, 256, 512, 1024)
   assert config.scan_split == "length" and not config.tfds_data_dir
   assert (config.tfds_input_key, config.tfds_target_key) == ("inputs", "targets")
@@ -146,7 +149,7 @@ def test_max_padded_lengths_bound_every_batch():
 
 def test_scan_source():
   ds = _dataset(task="scan", scan_split="length", vocab_size=3, max_train_length=2)
-  assert ds.num_train_examples == 16_990
+  assert ds.num_train_examples == 16_990 - 1_699  # 10% of the commands held out
   assert ds.eval_lengths == [24, 25, 26, 27, 28, 30, 32, 33, 36, 40, 48]
   assert ds.max_padded_lengths() == (16, 64)
   expected = {c: a for c, a in scan.load_split("length")["test"]}
@@ -169,7 +172,9 @@ def test_scan_training_is_an_epochwise_shuffle():
   first_epoch = {tuple(_unpad(r)) for r in rows[:n]}
   assert len(first_epoch) == n  # every training example exactly once
   decoded = {" ".join(ds.vocab.decode(r)) for r in rows[:n]}
-  assert decoded == {c for c, _ in scan.load_split("addprim_jump")["train"]}
+  held_out = {" ".join(ds.vocab.decode(r)) for b in ds.validation_batches(1_000)
+              for r in b["inputs"]}
+  assert decoded == {c for c, _ in scan.load_split("addprim_jump")["train"]} - held_out
   epoch_1_start = [tuple(_unpad(r)) for r in rows[n:]]
   assert epoch_1_start != [tuple(_unpad(r)) for r in rows[:len(epoch_1_start)]]
   other = _dataset(task="scan", scan_split="addprim_jump", seed=6)
@@ -215,14 +220,16 @@ def _toy(data_dir, **overrides):
 
 def test_tfds_source_with_configured_keys(toy_data_dir):
   ds = _toy(toy_data_dir)
-  assert ds.num_train_examples == 8
+  assert ds.num_train_examples == 7  # one of the 8 held out for validation
+  assert ds.validation_info()["num_examples"] == 1
   assert ds.eval_lengths == [9, 10, 11, 12]
   batch = next(ds.eval_batches(11, 2))
   npt.assert_array_equal(batch["weights"], [1.0, 0.0])
   assert ds.vocab.decode(batch["inputs"][0]) == ["count", "to", "<unk>"]  # "11" is not in train
   assert ds.vocab.decode(batch["targets"][0]) == ["x"] * 11
-  epoch = [" ".join(ds.vocab.decode(r)) for r in ds.train_batch(0, 8)["inputs"]]
-  assert sorted(epoch) == sorted(f"count to {i}" for i in range(1, 9))
+  epoch = [" ".join(ds.vocab.decode(r)) for r in ds.train_batch(0, 7)["inputs"]]
+  held_out = [" ".join(ds.vocab.decode(r)) for r in next(ds.validation_batches(1))["inputs"]]
+  assert sorted(epoch + held_out) == sorted(f"count to {i}" for i in range(1, 9))
 
 
 def test_tfds_missing_keys_and_splits(toy_data_dir):
@@ -256,6 +263,8 @@ def test_tfds_dataset_not_found_names_the_path_and_the_fix(tmp_path):
     (dict(task="scan", length_buckets=(8, 16, 32)), ValueError, "largest length bucket 32"),
     (dict(seed=-1), ValueError, "non-negative"),
     (dict(length_buckets=()), ValueError, "length_buckets"),
+    (dict(num_validation_examples=0), ValueError, "num_validation_examples=0"),
+    (dict(task="scan", validation_fraction=1.0), ValueError, r"validation_fraction=1.0.*\(0, 1\)"),
 ])
 def test_config_errors(overrides, error, match):
   with pytest.raises(error, match=match):
@@ -278,3 +287,107 @@ def test_eval_batches_errors():
   ds = _dataset(eval_lengths=(5,), length_buckets=BUCKETS)
   with pytest.raises(ValueError, match=r"no eval set at length 6; eval lengths are \[5\]"):
     ds.eval_batches(6, 4)  # raises at the call, not at the first batch
+
+
+def _decoded_rows(ds, batches):
+  """The real rows' input texts, in order."""
+  return [" ".join(ds.vocab.decode(r)) for b in batches
+          for r, w in zip(b["inputs"], b["weights"]) if w]
+
+
+def test_eval_sample_is_a_seeded_random_sample_not_a_prefix():
+  ds = _dataset(task="scan", scan_split="length_cutoff_25")
+  assert ds.eval_size(30) == 576
+  full = _decoded_rows(ds, ds.eval_batches(30, 64))
+  assert len(full) == 576 and len({c.split()[0] for c in full[:64]}) == 1  # a prefix: one word
+  sample = _decoded_rows(ds, ds.eval_batches(30, 64, num_examples=64))
+  assert len(sample) == 64 and len(set(sample)) == 64
+  assert len({c.split()[0] for c in sample}) >= 4
+  assert sample == [c for c in full if c in set(sample)]  # in the set's own order
+  assert sample == _decoded_rows(ds, ds.eval_batches(30, 64, num_examples=64))
+  seed_7 = _dataset(task="scan", scan_split="length_cutoff_25", seed=7)
+  assert sample == _decoded_rows(seed_7, seed_7.eval_batches(30, 64, num_examples=64))
+  other = _decoded_rows(ds, ds.eval_batches(30, 64, num_examples=64, sample_seed=1))
+  assert set(other) != set(sample) and set(other) <= set(full)
+  assert _decoded_rows(ds, ds.eval_batches(30, 64, num_examples=576)) == full
+  assert _decoded_rows(ds, ds.eval_batches(30, 64, num_examples=10_000)) == full
+  batches = list(ds.eval_batches(30, 48, num_examples=50))
+  npt.assert_array_equal(np.concatenate([b["weights"] for b in batches]), [1.0] * 50 + [0.0] * 46)
+
+
+def test_synthetic_eval_size_and_sample():
+  ds = _dataset(eval_lengths=(30,), eval_examples_per_length=40, length_buckets=BUCKETS)
+  assert ds.eval_size(30) == 40
+  full = [r.tobytes() for b in ds.eval_batches(30, 8) for r in b["inputs"]]
+  sample = [r.tobytes() for b in ds.eval_batches(30, 8, num_examples=8) for r in b["inputs"]]
+  assert set(sample) <= set(full) and sample != full[:8]
+  with pytest.raises(ValueError, match="num_examples must be >= 1"):
+    ds.eval_batches(30, 8, num_examples=0)
+  with pytest.raises(ValueError, match="sample_seed"):
+    ds.eval_batches(30, 8, num_examples=4, sample_seed=-1)
+  with pytest.raises(ValueError, match="no eval set at length 6"):
+    ds.eval_size(6)
+
+
+@pytest.mark.parametrize("task, min_length, lengths", [
+    ("copy", 1, list(range(6, 21))), ("reverse", 1, list(range(6, 21))),
+    ("add", 3, list(range(7, 21)))])
+def test_synthetic_validation_lengths_follow_the_distinct_input_rule(task, min_length, lengths):
+  assert pipeline.validation_lengths(task, vocab_size=10, min_length=min_length,
+                                     max_length=20) == lengths
+  ds = _dataset(task=task, min_train_length=min_length, length_buckets=BUCKETS)
+  info = ds.validation_info()
+  assert info["lengths"] == lengths and info["source"] == "held_out_stream"
+  assert info["num_examples"] == 512
+  rows = [r for b in ds.validation_batches(100) for r, w in zip(b["inputs"], b["weights"]) if w]
+  assert len(rows) == 512
+  counts = collections.Counter(len(_unpad(r)) for r in rows)
+  assert sorted(counts) == lengths and max(counts.values()) - min(counts.values()) <= 1
+  json.dumps(info)  # records can hold it
+
+
+def test_synthetic_validation_is_its_own_stream():
+  ds = _dataset(length_buckets=BUCKETS)
+  rows = {r.tobytes() for b in ds.validation_batches(64) for r in b["inputs"]}
+  for seed in (0, 1):  # the same set for every training seed, drawn apart from training
+    again = {r.tobytes() for b in _dataset(seed=seed, length_buckets=BUCKETS)
+             .validation_batches(64) for r in b["inputs"]}
+    assert again == rows
+  trained = {r.tobytes() for step in range(100) for r in ds.train_batch(step, 64)["inputs"]}
+  assert not rows & trained
+  evaluated = {r.tobytes() for n in ds.eval_lengths for b in ds.eval_batches(n, 128)
+               for r in b["inputs"]}
+  assert not rows & evaluated
+
+
+def test_synthetic_validation_falls_back_to_the_longest_training_length():
+  ds = _dataset(vocab_size=5, max_train_length=6, num_validation_examples=20,
+                length_buckets=BUCKETS)
+  info = ds.validation_info()
+  assert info["lengths"] == [6] and info["num_examples"] == 20 and "likely seen" in info["rule"]
+
+
+def test_scan_validation_is_a_held_out_tenth_of_the_training_commands():
+  ds = _dataset(task="scan", scan_split="length", seed=3)
+  info = ds.validation_info()
+  assert info["source"] == "held_out_split" and info["num_examples"] == 1_699
+  assert info["lengths"] == sorted(info["lengths"]) and max(info["lengths"]) <= 22
+  validation = _decoded_rows(ds, ds.validation_batches(256))
+  assert len(validation) == len(set(validation)) == 1_699
+  training = set(_decoded_rows(ds, [{**ds.train_batch(0, ds.num_train_examples),
+                                     "weights": np.ones(ds.num_train_examples)}]))
+  assert len(training) == 15_291 and not training & set(validation)
+  assert training | set(validation) == {c for c, _ in scan.load_split("length")["train"]}
+  other_seed = _dataset(task="scan", scan_split="length", seed=4)
+  assert _decoded_rows(other_seed, other_seed.validation_batches(256)) == validation
+  batch = next(ds.validation_batches(8))
+  for x, y in zip(batch["inputs"], batch["targets"]):
+    assert scan.interpret(" ".join(ds.vocab.decode(x))) == " ".join(ds.vocab.decode(y))
+
+
+def test_hold_out_is_independent_of_order_and_disjoint_for_repeated_inputs():
+  inputs = [f"cmd {i}" for i in range(200)]
+  held = pipeline.hold_out(inputs, 0.1)
+  assert len(held) == 20 and held == pipeline.hold_out(inputs[::-1] + inputs[:5], 0.1)
+  with pytest.raises(ValueError, match="distinct input"):
+    pipeline.hold_out(["a", "a"], 0.1)

@@ -199,10 +199,14 @@ def test_built_split_round_trips_every_pair(built_length_split):
                                     tfds_data_dir=built_length_split, **kw)
   from_grammar = pipeline.make_dataset(task="scan", scan_split="length", **kw)
   assert from_tfds.vocab == from_grammar.vocab
-  assert from_tfds.num_train_examples == from_grammar.num_train_examples == 16_990
+  # 10% of the training commands are held out for validation, the same ones from both.
+  assert from_tfds.num_train_examples == from_grammar.num_train_examples == 16_990 - 1_699
   # One batch of a whole epoch is a permutation of the training set.
-  assert (_sorted_rows(from_tfds.train_batch(0, 16_990))
-          == _sorted_rows(from_grammar.train_batch(0, 16_990)))
+  assert (_sorted_rows(from_tfds.train_batch(0, 15_291))
+          == _sorted_rows(from_grammar.train_batch(0, 15_291)))
+  assert (_sorted_rows(next(from_tfds.validation_batches(1_699)))
+          == _sorted_rows(next(from_grammar.validation_batches(1_699))))
+  assert from_tfds.validation_info() == from_grammar.validation_info()
   assert from_tfds.eval_lengths == from_grammar.eval_lengths
   for n in from_grammar.eval_lengths:
     assert (_sorted_rows(next(from_tfds.eval_batches(n, 1_000)))

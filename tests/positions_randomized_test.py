@@ -1,44 +1,149 @@
-"""Randomized positions: sorted, unique, in range, reproducible."""
+"""Randomized positions: sized by real tokens, sorted, unique, in range, reproducible."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
+from relpos_jax import train_lib
+from relpos_jax.data import vocab
 from relpos_jax.positions import randomized
 
 
+def _sample(seed, lengths, width, n_max, **kw):
+  return np.asarray(randomized.sample_positions(jax.random.PRNGKey(seed), jnp.asarray(lengths),
+                                                width, max_random_position=n_max, **kw))
+
+
+def _assert_valid(pos_BxL, lengths_B, n_max):
+  """First n sorted, unique, in range; the rest repeat the last real position."""
+  assert pos_BxL.dtype == np.int32
+  assert pos_BxL.min() >= 0 and pos_BxL.max() < n_max
+  for row, n in zip(pos_BxL, lengths_B):
+    assert np.all(np.diff(row[:n]) > 0)
+    np.testing.assert_array_equal(row[n:], row[n - 1] if n else 0)
+
+
 @pytest.mark.parametrize("per_example", [True, False])
-def test_sorted_unique_in_range(per_example):
-  pos = np.asarray(randomized.sample_positions(jax.random.PRNGKey(0), 16, 40,
-                                               max_random_position=64, per_example=per_example))
-  assert pos.shape == (16, 40) and pos.dtype == np.int32
-  assert np.all(np.diff(pos, axis=1) > 0)  # sorted and unique
-  assert pos.min() >= 0 and pos.max() < 64
-  rows_differ = len({tuple(r) for r in pos}) > 1
-  assert rows_differ == per_example
+def test_sorted_unique_in_range_and_padding_repeats_the_last(per_example):
+  lengths = np.array([40, 40, 3, 17, 1, 0, 40, 25])
+  pos = _sample(0, lengths, 48, 64, per_example=per_example)
+  assert pos.shape == (8, 48)
+  _assert_valid(pos, lengths, 64)
+  assert (not np.array_equal(pos[0], pos[1])) == per_example  # equal lengths, shared draw
+
+
+def test_the_largest_position_has_the_uniform_sample_mean():
+  """n = 5 real tokens padded to 20, N = 256: E[max] = 5/6 (N + 1) - 1, not the 5th of 20 draws."""
+  lengths = np.full(4096, 5)
+  pos = _sample(1, lengths, 20, 256)
+  _assert_valid(pos, lengths, 256)
+  mean_max = pos[:, 4].mean()
+  assert abs(mean_max - 5 / 6 * 256) < 0.03 * 5 / 6 * 256, mean_max
+  assert abs(pos[:, 0].mean() - (257 / 6 - 1)) < 0.1 * 257 / 6  # and the smallest ~ 1/6
+
+
+def test_a_rows_sample_does_not_depend_on_the_padded_width():
+  lengths = np.array([5, 2, 9, 5])
+  narrow = _sample(2, lengths, 9, 100)
+  for width in (12, 20, 64, 150):
+    wide = _sample(2, lengths, width, 100)
+    for row_n, row_w, n in zip(narrow, wide, lengths):
+      np.testing.assert_array_equal(row_w[:n], row_n[:n])
+  # Distribution too: width 5 and width 40 from different keys, same marginal means.
+  a, b = _sample(3, np.full(4096, 5), 5, 256), _sample(4, np.full(4096, 5), 40, 256)
+  np.testing.assert_allclose(a.mean(0), b[:, :5].mean(0), rtol=0.05)
 
 
 def test_reproducible_by_seed_and_covers_the_range():
-  a = randomized.sample_positions(jax.random.PRNGKey(3), 4, 10, max_random_position=2048)
-  b = randomized.sample_positions(jax.random.PRNGKey(3), 4, 10, max_random_position=2048)
-  c = randomized.sample_positions(jax.random.PRNGKey(4), 4, 10, max_random_position=2048)
-  np.testing.assert_array_equal(a, b)
-  assert not np.array_equal(a, c)
-  many = np.asarray(randomized.sample_positions(jax.random.PRNGKey(5), 512, 5,
-                                                max_random_position=100))
+  a = _sample(3, [10] * 4, 10, 2048)
+  np.testing.assert_array_equal(a, _sample(3, [10] * 4, 10, 2048))
+  assert not np.array_equal(a, _sample(4, [10] * 4, 10, 2048))
+  many = _sample(5, [5] * 512, 5, 100)
   counts = np.bincount(many.ravel(), minlength=100)
   assert counts.min() > 0  # every position is drawn
   assert counts.max() < 3 * counts.mean()  # roughly uniform
 
 
 def test_full_range_is_a_permutation_and_too_long_raises():
-  pos = np.asarray(randomized.sample_positions(jax.random.PRNGKey(0), 2, 8, max_random_position=8))
-  np.testing.assert_array_equal(pos, np.broadcast_to(np.arange(8), (2, 8)))
+  np.testing.assert_array_equal(_sample(0, [8, 8], 8, 8), np.broadcast_to(np.arange(8), (2, 8)))
+  np.testing.assert_array_equal(_sample(0, [8], 12, 8)[0], list(range(8)) + [7] * 4)
   with pytest.raises(ValueError, match="max_random_position"):
-    randomized.sample_positions(jax.random.PRNGKey(0), 2, 9, max_random_position=8)
+    _sample(0, [9, 2], 10, 8)
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_input_and_target_positions(joint):
+  n_in, n_tgt = np.array([2, 6, 1]), np.array([3, 1, 7])
+  ipos, tpos = (np.asarray(p) for p in randomized.input_target_positions(
+      jax.random.PRNGKey(0), n_in, 6, n_tgt, 8, max_random_position=30, joint=joint))
+  assert ipos.shape == (3, 6) and tpos.shape == (3, 8)
+  _assert_valid(ipos, n_in, 30)
+  _assert_valid(tpos, n_tgt, 30)
+  for b in range(3):
+    real = np.concatenate([ipos[b, :n_in[b]], tpos[b, :n_tgt[b]]])
+    if joint:  # one running sequence: increasing across input and target
+      assert np.all(np.diff(real) > 0)
+  if joint:
+    together = _sample(0, n_in + n_tgt, 14, 30)
+    for b in range(3):
+      np.testing.assert_array_equal(
+          np.concatenate([ipos[b, :n_in[b]], tpos[b, :n_tgt[b]]]), together[b, :n_in[b] + n_tgt[b]])
 
 
 def test_disabled_gives_none():
-  assert randomized.RandomizedPositions().train_positions(jax.random.PRNGKey(0), 2, 3) is None
-  cfg = randomized.RandomizedPositions(enabled=True, max_random_position=50)
-  assert cfg.train_positions(jax.random.PRNGKey(0), 2, 3).shape == (2, 3)
+  lengths = jnp.array([2, 3])
+  off = randomized.RandomizedPositions()
+  assert off.train_positions(jax.random.PRNGKey(0), lengths, 3, lengths, 4, joint=False) == (
+      None, None)
+  on = randomized.RandomizedPositions(enabled=True, max_random_position=50)
+  ipos, tpos = on.train_positions(jax.random.PRNGKey(0), lengths, 3, lengths, 4, joint=True)
+  assert ipos.shape == (2, 3) and tpos.shape == (2, 4)
+
+
+class _RecordingModel:
+  """Stands in for a model in `make_train_step`: records the positions it is given."""
+
+  def __init__(self, joint):
+    self.joint_positions = joint
+    self.seen = []
+
+  def apply(self, variables, inputs_BxS, targets_BxT, inputs_pos, targets_pos, **kwargs):
+    del kwargs
+    self.seen.append((np.asarray(inputs_pos), np.asarray(targets_pos)))
+    return jnp.zeros(targets_BxT.shape + (8,)) * variables["params"]["w"]
+
+
+def _train_step_positions(joint, inputs, targets):
+  model = _RecordingModel(joint)
+  tx = optax.sgd(0.1)
+  params = {"w": jnp.ones(())}
+  state = train_lib.TrainState(step=jnp.array(7, jnp.int32), params=params,
+                               opt_state=tx.init(params))
+  step = train_lib.make_train_step(
+      model, tx, lambda s: 0.1, label_smoothing=0.0,
+      randomized=randomized.RandomizedPositions(enabled=True, max_random_position=64))
+  step(state, {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}, jnp.array(3))
+  return model.seen[0]
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_train_step_samples_real_slots_independently_of_padding(joint):
+  """Inputs: non-PAD count; targets: tokens + EOS (= BOS/SEP + fed tokens); padding changes nothing."""
+  P, E = vocab.PAD_ID, vocab.EOS_ID
+  inputs = np.array([[5, 6, 7, P], [5, P, P, P]], np.int32)
+  targets = np.array([[8, 9, E, P, P], [8, 8, 8, 8, E]], np.int32)
+  n_in, n_tgt = np.array([3, 1]), np.array([3, 5])
+  ipos, tpos = _train_step_positions(joint, inputs, targets)
+  wide_ipos, wide_tpos = _train_step_positions(
+      joint, np.pad(inputs, ((0, 0), (0, 9))), np.pad(targets, ((0, 0), (0, 6))))
+  for b in range(2):
+    real = [ipos[b, :n_in[b]], tpos[b, :n_tgt[b]]]
+    np.testing.assert_array_equal(wide_ipos[b, :n_in[b]], real[0])
+    np.testing.assert_array_equal(wide_tpos[b, :n_tgt[b]], real[1])
+    if joint:
+      assert np.all(np.diff(np.concatenate(real)) > 0)
+    else:
+      assert all(np.all(np.diff(r) > 0) for r in real)
+  assert ipos.max() < 64 and tpos.max() < 64 and wide_tpos.max() < 64

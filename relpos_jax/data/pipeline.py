@@ -5,21 +5,33 @@
 * `train_batch(step, batch_size)`: a pure function of (seed, step, batch_size),
   so a resumed run sees exactly the batches it would have seen;
   `train_iterator(batch_size, start_step)` yields them forever;
-* `eval_batches(length, batch_size)`: the fixed, finite eval set at one length;
+* `eval_batches(length, batch_size, num_examples=None, sample_seed=0)`: the
+  fixed, finite eval set at one length (`eval_size(length)` examples), or a
+  seeded uniform random sample of it (never a prefix in generation order);
+* `validation_batches(batch_size)`: the held-out in-distribution validation set,
+  disjoint from training (`validation_info()` says what it is);
 * `vocab`: ids PAD=0, BOS=1, EOS=2, UNK=3, then the data's tokens.
 
 Batches are dicts of numpy arrays: `inputs` int32 [B, S] and `targets` int32
 [B, T] (target ids, one EOS, then PAD; no BOS: the model adds it), plus `weights`
-float32 [B] in eval batches (0.0 marks padding rows). S and T are each the
+float32 [B] in eval and validation batches (0.0 marks padding rows). S and T are each the
 smallest of `length_buckets` that holds the batch's longest sequence (EOS
 included), so only a few shapes are ever compiled.
 
 "Length" is the number of input tokens for synthetic tasks and the number of
 target tokens (EOS excluded) for SCAN and TFDS sources.
+
+Validation ("in distribution"). Synthetic tasks draw it from its own random
+stream (seeded by `[_VALIDATION_STREAM, length]`, never by the training seed) at
+the training lengths whose input space is large enough that training is
+unlikely to have seen its examples (`validation_lengths`). SCAN and TFDS sources
+hold out `validation_fraction` of the training split's distinct inputs, chosen
+by a fixed seed independent of the run seed: every run trains on the same rest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -36,11 +48,20 @@ Example = tuple[Sequence[int], Sequence[int]]  # (input ids, target ids without 
 Batch = dict[str, np.ndarray]
 TFDS_PREFIX = "tfds:"
 _DEFAULT_TFDS_DATA_DIR = "~/tensorflow_datasets"  # TFDS's own default
-_SHUFFLE_STREAM = 2  # first word of the epoch-permutation seed (tasks.py uses 0 and 1)
+# First words of the numpy seeds this module draws from (tasks.py uses 0 and 1), so
+# no two of these streams, nor a training or eval stream, ever coincide.
+_SHUFFLE_STREAM = 2  # the epoch permutations of a finite training set
+_EVAL_SAMPLE_STREAM = 3  # `eval_batches(num_examples=...)`'s random samples
+_VALIDATION_STREAM = 4  # synthetic validation examples
+_HOLDOUT_STREAM = 5  # which training inputs of a finite source are held out
+HOLDOUT_SEED = 20_230_101  # fixed, so every run of a table trains on the same examples
+# A synthetic training length gets validation examples only if it has at least this
+# many distinct inputs (see `validation_lengths`).
+MIN_VALIDATION_INPUTS = 10**6
 
 
 class Dataset:
-  """Training and eval batches of one source, with its vocabulary.
+  """Training, eval and validation batches of one source, with its vocabulary.
 
   Build it with `make_dataset`; the constructor is the sources' common form.
   """
@@ -48,7 +69,8 @@ class Dataset:
   def __init__(self, *, vocab: vocab_lib.Vocab, length_buckets: Sequence[int],
                train_examples: Callable[[int, int], list[Example]],
                eval_examples: Callable[[int], list[Example]], eval_lengths: Sequence[int],
-               max_lengths: tuple[int, int], num_train_examples: int | None = None):
+               max_lengths: tuple[int, int], validation_examples: Callable[[], list[Example]],
+               validation_info: Mapping[str, Any], num_train_examples: int | None = None):
     """Wraps one source.
 
     Args:
@@ -58,6 +80,8 @@ class Dataset:
       eval_examples: length -> the fixed eval examples at that length.
       eval_lengths: the lengths `eval_examples` accepts.
       max_lengths: (inputs, targets with EOS): the longest any batch can hold.
+      validation_examples: () -> the fixed validation examples, disjoint from training.
+      validation_info: what `validation_info()` returns (JSON-serialisable).
       num_train_examples: size of a finite training set (None: generated afresh).
     """
     self.vocab = vocab
@@ -66,6 +90,8 @@ class Dataset:
     self.num_train_examples = num_train_examples
     self._train_examples = train_examples
     self._eval_examples = functools.lru_cache(maxsize=None)(eval_examples)
+    self._validation_examples = functools.lru_cache(maxsize=1)(validation_examples)
+    self._validation_info = dict(validation_info)
     self._max_lengths = max_lengths
 
   def train_batch(self, step: int, batch_size: int) -> Batch:
@@ -99,37 +125,106 @@ class Dataset:
       yield self.train_batch(step, batch_size)
       step += 1
 
-  def eval_batches(self, length: int, batch_size: int) -> Iterator[Batch]:
-    """The eval set at `length`, in batches of exactly `batch_size` rows.
+  def eval_size(self, length: int) -> int:
+    """How many eval examples exist at `length` (synthetic: `eval_examples_per_length`).
+
+    Args:
+      length: one of `eval_lengths`.
+
+    Returns:
+      The size of the whole eval set at that length.
+    """
+    self._check_eval_length(length)
+    return len(self._eval_examples(length))
+
+  def eval_batches(self, length: int, batch_size: int, *, num_examples: int | None = None,
+                   sample_seed: int = 0) -> Iterator[Batch]:
+    """The eval set at `length`, or a seeded random sample of it, in batches of `batch_size` rows.
+
+    Each length is sampled on its own, so a sample over several lengths is
+    stratified by length. The sample is uniform without replacement, a pure
+    function of (length, sample_seed): never a prefix in generation order (for
+    SCAN that would be commands of one shape, e.g. all starting with "walk").
 
     Args:
       length: one of `eval_lengths`.
       batch_size: rows per batch.
+      num_examples: how many examples to score; None or >= `eval_size(length)`:
+        the whole set.
+      sample_seed: picks the sample (>= 0); the same seed gives the same
+        examples on every call and for every training seed.
 
     Returns:
-      A finite iterator over every eval example of that length, same examples
-      and order on every call. Each batch also has `weights` float32 [B]: 1.0
-      for real rows, 0.0 for the rows that pad the last batch (copies of real
-      rows, so no row is all PAD).
+      A finite iterator over the chosen examples, in the set's own order, same
+      examples and order on every call. Each batch also has `weights` float32
+      [B]: 1.0 for real rows, 0.0 for the rows that pad the last batch (copies
+      of real rows, so no row is all PAD).
+
+    Raises:
+      ValueError: unknown length, batch_size < 1, num_examples < 1 or
+        sample_seed < 0 (raised at the call, not at the first batch).
     """
-    if length not in self.eval_lengths:
-      raise ValueError(f"no eval set at length {length}; eval lengths are {self.eval_lengths}")
+    self._check_eval_length(length)
     if batch_size < 1:
       raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    return self._eval_batches(self._eval_examples(length), batch_size)
+    if num_examples is not None and num_examples < 1:
+      raise ValueError(f"num_examples must be >= 1 (or None: all), got {num_examples}")
+    if not isinstance(sample_seed, (int, np.integer)) or sample_seed < 0:
+      raise ValueError(f"sample_seed must be a non-negative int, got {sample_seed!r}")
+    examples = self._eval_examples(length)
+    if num_examples is not None and num_examples < len(examples):
+      rng = np.random.default_rng([_EVAL_SAMPLE_STREAM, int(sample_seed), int(length)])
+      keep = np.sort(rng.choice(len(examples), size=num_examples, replace=False))
+      examples = [examples[i] for i in keep]
+    return _padded_batches(examples, batch_size, self.length_buckets)
 
-  def _eval_batches(self, examples: list[Example], batch_size: int) -> Iterator[Batch]:
-    """Yields the batches of `eval_batches`, once its arguments are checked."""
-    for start in range(0, len(examples), batch_size):
-      chunk = examples[start:start + batch_size]
-      weights_B = np.zeros(batch_size, np.float32)
-      weights_B[:len(chunk)] = 1.0
-      chunk = [chunk[i % len(chunk)] for i in range(batch_size)]
-      yield {**make_batch(chunk, self.length_buckets), "weights": weights_B}
+  def validation_batches(self, batch_size: int) -> Iterator[Batch]:
+    """The held-out in-distribution validation set, in batches of exactly `batch_size` rows.
+
+    Args:
+      batch_size: rows per batch.
+
+    Returns:
+      A finite iterator over every validation example (`validation_info()`
+      describes them), grouped by length, same examples and order on every call
+      and for every training seed; `weights` as in `eval_batches`.
+    """
+    if batch_size < 1:
+      raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return _padded_batches(self._validation_examples(), batch_size, self.length_buckets)
+
+  def validation_info(self) -> dict[str, Any]:
+    """What the validation set is, for records.
+
+    Returns:
+      {"num_examples": int, "lengths": sorted list of the lengths it holds,
+      "length_unit": "input tokens" (synthetic) or "target tokens",
+      "source": "held_out_stream" (synthetic) or "held_out_split" (SCAN, TFDS),
+      "rule": one sentence saying how it was chosen and why it is disjoint from
+      training}, plus source-specific keys (synthetic: "min_distinct_inputs";
+      finite: "fraction", "holdout_seed").
+    """
+    return dict(self._validation_info)
 
   def max_padded_lengths(self) -> tuple[int, int]:
     """(S, T): the largest padded input and target lengths any train or eval batch can have."""
     return tuple(bucket_length(n, self.length_buckets) for n in self._max_lengths)
+
+  def _check_eval_length(self, length: int) -> None:
+    """ValueError listing the eval lengths if `length` is not one of them."""
+    if length not in self.eval_lengths:
+      raise ValueError(f"no eval set at length {length}; eval lengths are {self.eval_lengths}")
+
+
+def _padded_batches(examples: Sequence[Example], batch_size: int,
+                    buckets: Sequence[int]) -> Iterator[Batch]:
+  """Batches of exactly `batch_size` rows with `weights`; the last is padded with copies."""
+  for start in range(0, len(examples), batch_size):
+    chunk = list(examples[start:start + batch_size])
+    weights_B = np.zeros(batch_size, np.float32)
+    weights_B[:len(chunk)] = 1.0
+    chunk = [chunk[i % len(chunk)] for i in range(batch_size)]
+    yield {**make_batch(chunk, buckets), "weights": weights_B}
 
 
 def bucket_length(n: int, buckets: Sequence[int]) -> int:
@@ -178,7 +273,8 @@ def make_batch(examples: Sequence[Example], buckets: Sequence[int]) -> Batch:
 def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
                  min_train_length: int = 1, max_train_length: int = 20,
                  eval_lengths: Sequence[int] = tuple(range(5, 81, 5)),
-                 eval_examples_per_length: int = 128,
+                 eval_examples_per_length: int = 128, num_validation_examples: int = 512,
+                 validation_fraction: float = 0.1,
                  length_buckets: Sequence[int] = (8, 16, 32, 64, 128, 256, 512, 1024),
                  scan_split: str = "length", tfds_data_dir: str | None = "",
                  tfds_input_key: str = "inputs", tfds_target_key: str = "targets",
@@ -202,6 +298,12 @@ def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
       training example. Ignored for SCAN and tfds sources, whose eval lengths are
       all the target lengths present in the eval split.
     eval_examples_per_length: eval set size at each length. Synthetic only.
+    num_validation_examples: size of the validation set, spread evenly over
+      `validation_lengths(...)` (a few hundred: enough to pick a checkpoint,
+      cheap to decode). Synthetic only.
+    validation_fraction: the share of the training split's distinct inputs held
+      out as the validation set (0.1, as Kazemnejad et al. 2023 did for SCAN),
+      chosen by the fixed HOLDOUT_SEED. SCAN and tfds only.
     length_buckets: the padded lengths (inputs and targets, EOS included, are
       each padded up to the smallest bucket that fits the batch). Synthetic
       tasks add their longest training input and target as buckets.
@@ -213,26 +315,34 @@ def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
     tfds_train_split, tfds_eval_split: the TFDS splits to train and evaluate on.
 
   Returns:
-    The `Dataset`; its vocabulary is built from the training data (synthetic:
-    the task's symbols).
+    The `Dataset`; its vocabulary is built from the whole training split,
+    held-out validation inputs included (synthetic: the task's symbols).
 
   Raises:
     ValueError: unknown task or SCAN split, min > max, lengths a task cannot
-      produce or that exceed the largest bucket, missing TFDS keys or splits.
+      produce or that exceed the largest bucket, missing TFDS keys or splits,
+      num_validation_examples < 1, validation_fraction outside (0, 1).
     FileNotFoundError: a "tfds:" dataset that is not in tfds_data_dir.
   """
   buckets = _check_common(task, seed, length_buckets)
+  if num_validation_examples < 1:
+    raise ValueError(f"num_validation_examples={num_validation_examples}; set it >= 1")
+  if not 0.0 < validation_fraction < 1.0:
+    raise ValueError(f"validation_fraction={validation_fraction}; set it in (0, 1), e.g. 0.1")
   if task == "scan":
     scan.check_split(scan_split)
-    return _finite_dataset(_encoded_scan(scan_split), seed=seed, buckets=buckets)
+    return _finite_dataset(_encoded_scan(scan_split, validation_fraction), seed=seed,
+                           buckets=buckets)
   if task.startswith(TFDS_PREFIX):
     train, test = _read_tfds(task.removeprefix(TFDS_PREFIX), data_dir=tfds_data_dir,
                              input_key=tfds_input_key, target_key=tfds_target_key,
                              splits=(tfds_train_split, tfds_eval_split))
-    return _finite_dataset(_encode_pairs(train, test), seed=seed, buckets=buckets)
+    return _finite_dataset(_encode_pairs(train, test, validation_fraction), seed=seed,
+                           buckets=buckets)
   return _synthetic_dataset(task, seed=seed, vocab_size=vocab_size, min_length=min_train_length,
                             max_length=max_train_length, eval_lengths=eval_lengths,
-                            eval_examples_per_length=eval_examples_per_length, buckets=buckets)
+                            eval_examples_per_length=eval_examples_per_length,
+                            num_validation_examples=num_validation_examples, buckets=buckets)
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -257,9 +367,74 @@ def _check_common(task: str, seed: int, length_buckets: Sequence[int]) -> tuple[
   return buckets
 
 
+def validation_lengths(task: str, *, vocab_size: int, min_length: int,
+                       max_length: int) -> list[int]:
+  """The training lengths at which a synthetic task draws validation examples.
+
+  The rule: a training length n qualifies if the task has at least
+  MIN_VALIDATION_INPUTS (10**6) distinct inputs of n tokens, counted as
+  `vocab_size ** (n - e)`, e the task's symbols beyond its `vocab_size` data
+  symbols (add's "+"; a lower bound for add, whose "+" takes one slot). Training
+  draws its inputs uniformly from the same space, so a run of 6,000 steps x 64
+  examples over 20 lengths (19,200 per length) can have seen at most ~2% of a
+  qualifying length's validation examples: the set measures generalisation
+  within the training distribution, not memory. With vocab_size 10: copy,
+  reverse, sort, duplicate and odds_first qualify from length 6, add from 7.
+  If no training length qualifies (a tiny vocabulary or short training
+  lengths), the longest training length alone, whose examples training may
+  well have seen (`validation_info()["rule"]` says so).
+
+  Args:
+    task: a synthetic task in `tasks.TASKS`.
+    vocab_size: number of data symbols.
+    min_length, max_length: the training input lengths (inclusive).
+
+  Returns:
+    The qualifying lengths, ascending (never empty).
+  """
+  extra = len(tasks.symbols(task, vocab_size)) - vocab_size
+  lengths = [n for n in range(min_length, max_length + 1)
+             if vocab_size ** (n - extra) >= MIN_VALIDATION_INPUTS]
+  return lengths or [max_length]
+
+
+def _synthetic_validation(name: str, *, vocab_size: int, min_length: int, max_length: int,
+                          num_examples: int) -> tuple[Callable[[], list[tasks.Example]],
+                                                      dict[str, Any]]:
+  """(() -> the validation examples in symbols, grouped by length; validation_info)."""
+  lengths = validation_lengths(name, vocab_size=vocab_size, min_length=min_length,
+                               max_length=max_length)
+  counts = {n: num_examples // len(lengths) + (i < num_examples % len(lengths))
+            for i, n in enumerate(lengths)}
+  counts = {n: c for n, c in counts.items() if c}
+  extra = len(tasks.symbols(name, vocab_size)) - vocab_size
+  large = vocab_size ** (max_length - extra) >= MIN_VALIDATION_INPUTS
+  rule = (f"{name} examples from a random stream no training seed uses, at the training "
+          f"lengths with >= {MIN_VALIDATION_INPUTS:.0e} distinct inputs "
+          f"({vocab_size}**(length - {extra}))" if large else
+          f"{name} examples from a random stream no training seed uses, at the longest "
+          f"training length only: no training length has >= {MIN_VALIDATION_INPUTS:.0e} "
+          "distinct inputs, so training has likely seen many of them")
+
+  def examples() -> list[tasks.Example]:
+    """Each length's examples from its own rng, shorter lengths first."""
+    task = tasks.get_task(name)
+    out = []
+    for n, count in counts.items():
+      rng = np.random.default_rng([_VALIDATION_STREAM, n])
+      out += [task.fn(rng, n, vocab_size) for _ in range(count)]
+    return out
+
+  info = {"num_examples": sum(counts.values()), "lengths": list(counts),
+          "length_unit": "input tokens", "source": "held_out_stream", "rule": rule,
+          "min_distinct_inputs": MIN_VALIDATION_INPUTS}
+  return examples, info
+
+
 def _synthetic_dataset(name: str, *, seed: int, vocab_size: int, min_length: int,
                        max_length: int, eval_lengths: Sequence[int],
-                       eval_examples_per_length: int, buckets: tuple[int, ...]) -> Dataset:
+                       eval_examples_per_length: int, num_validation_examples: int,
+                       buckets: tuple[int, ...]) -> Dataset:
   """A synthetic task's Dataset; symbol s has id NUM_SPECIAL + s."""
   eval_lengths = sorted(set(int(n) for n in eval_lengths))
   tasks.check_config(name, vocab_size, min_length, max_length, eval_lengths)
@@ -290,33 +465,89 @@ def _synthetic_dataset(name: str, *, seed: int, vocab_size: int, min_length: int
     return encode(tasks.eval_examples(name, length=length, num_examples=eval_examples_per_length,
                                       vocab_size=vocab_size))
 
+  validation, validation_info = _synthetic_validation(
+      name, vocab_size=vocab_size, min_length=min_length, max_length=max_length,
+      num_examples=num_validation_examples)
   return Dataset(vocab=vocab_lib.Vocab(tasks.symbols(name, vocab_size)), length_buckets=buckets,
                  train_examples=train_examples, eval_examples=eval_examples,
-                 eval_lengths=eval_lengths, max_lengths=max_lengths)
+                 eval_lengths=eval_lengths, max_lengths=max_lengths,
+                 validation_examples=lambda: encode(validation()),
+                 validation_info=validation_info)
 
 
-_Encoded = tuple[vocab_lib.Vocab, tuple[Example, ...], dict[int, tuple[Example, ...]]]
+@dataclasses.dataclass(frozen=True)
+class _Encoded:
+  """A finite source, encoded: vocabulary, training / validation ids, test ids by length."""
+  vocab: vocab_lib.Vocab
+  train: tuple[Example, ...]
+  validation: tuple[Example, ...]  # grouped by target length, shorter first
+  test_by_length: dict[int, tuple[Example, ...]]
+  validation_info: dict[str, Any]
 
 
-def _encode_pairs(train: Sequence[tuple[Any, Any]], test: Sequence[tuple[Any, Any]]) -> _Encoded:
-  """(vocab built from train, train ids, test ids grouped by target length)."""
+def hold_out(inputs: Sequence[str], fraction: float) -> set[str]:
+  """The distinct inputs held out of a finite training split as its validation set.
+
+  A fixed share of the distinct inputs, chosen by the fixed HOLDOUT_SEED: it
+  depends on neither the run seed nor the order of the split (the distinct
+  inputs are sorted before the seeded permutation picks from them), so every
+  run, from the grammar or from a TFDS build, holds out the same ones. Every
+  example whose input is held out goes to validation, so no validation input is
+  ever trained on, even where the split repeats an input.
+
+  Args:
+    inputs: each training example's input, as text.
+    fraction: the share to hold out, in (0, 1).
+
+  Returns:
+    round(fraction * number of distinct inputs) of them, at least 1, at most
+    all but 1.
+
+  Raises:
+    ValueError: fewer than 2 distinct inputs.
+  """
+  distinct = sorted(set(inputs))
+  if len(distinct) < 2:
+    raise ValueError(f"cannot hold out validation inputs from a training split with "
+                     f"{len(distinct)} distinct input(s)")
+  count = min(max(1, round(fraction * len(distinct))), len(distinct) - 1)
+  order = np.random.default_rng([_HOLDOUT_STREAM, HOLDOUT_SEED]).permutation(len(distinct))
+  return {distinct[i] for i in order[:count]}
+
+
+def _encode_pairs(train: Sequence[tuple[Any, Any]], test: Sequence[tuple[Any, Any]],
+                  validation_fraction: float) -> _Encoded:
+  """Tokenizes and encodes a finite source, holding out `validation_fraction` of its inputs."""
   train, test = [_tokenize(p) for p in train], [_tokenize(p) for p in test]
   if not train or not test:
     raise ValueError(f"empty data: {len(train)} training and {len(test)} eval examples; "
                      "check tfds_train_split and tfds_eval_split")
   vocab = vocab_lib.Vocab.from_sequences(seq for pair in train for seq in pair)
+  held = hold_out([" ".join(x) for x, _ in train], validation_fraction)
+  is_held = [" ".join(x) in held for x, _ in train]
+  validation = sorted((_encode(vocab, p) for p, h in zip(train, is_held) if h),
+                      key=lambda e: len(e[1]))
   by_length: dict[int, list[Example]] = {}
   for p in test:
     by_length.setdefault(len(p[1]), []).append(_encode(vocab, p))
-  return (vocab, tuple(_encode(vocab, p) for p in train),
-          {n: tuple(group) for n, group in sorted(by_length.items())})
+  info = {"num_examples": len(validation), "lengths": sorted({len(y) for _, y in validation}),
+          "length_unit": "target tokens", "source": "held_out_split",
+          "rule": (f"{len(held)} of the training split's {len(set(' '.join(x) for x, _ in train))} "
+                   f"distinct inputs ({validation_fraction:g}), chosen by the fixed holdout "
+                   "seed and never trained on"),
+          "fraction": validation_fraction, "holdout_seed": HOLDOUT_SEED}
+  return _Encoded(vocab=vocab,
+                  train=tuple(_encode(vocab, p) for p, h in zip(train, is_held) if not h),
+                  validation=tuple(validation),
+                  test_by_length={n: tuple(group) for n, group in sorted(by_length.items())},
+                  validation_info=info)
 
 
 @functools.lru_cache(maxsize=4)
-def _encoded_scan(split: str) -> _Encoded:
+def _encoded_scan(split: str, validation_fraction: float) -> _Encoded:
   """A SCAN split, encoded once per process."""
   pairs = scan.load_split(split)
-  return _encode_pairs(pairs["train"], pairs["test"])
+  return _encode_pairs(pairs["train"], pairs["test"], validation_fraction)
 
 
 def _finite_dataset(encoded: _Encoded, *, seed: int, buckets: tuple[int, ...]) -> Dataset:
@@ -326,8 +557,9 @@ def _finite_dataset(encoded: _Encoded, *, seed: int, buckets: tuple[int, ...]) -
   train[permutation(seed, i // N)[i % N]]. Eval lengths are the distinct target
   lengths of the eval split.
   """
-  vocab, train_ids, by_length = encoded
-  everything = train_ids + tuple(e for group in by_length.values() for e in group)
+  train_ids, by_length = encoded.train, encoded.test_by_length
+  everything = (train_ids + encoded.validation
+                + tuple(e for group in by_length.values() for e in group))
   max_lengths = (max(len(x) for x, _ in everything), max(len(y) for _, y in everything) + 1)
   for n in max_lengths:
     bucket_length(n, buckets)
@@ -342,9 +574,11 @@ def _finite_dataset(encoded: _Encoded, *, seed: int, buckets: tuple[int, ...]) -
     stream = range(step * batch_size, (step + 1) * batch_size)
     return [train_ids[permutation(i // len(train_ids))[i % len(train_ids)]] for i in stream]
 
-  return Dataset(vocab=vocab, length_buckets=buckets, train_examples=train_examples,
+  return Dataset(vocab=encoded.vocab, length_buckets=buckets, train_examples=train_examples,
                  eval_examples=lambda n: list(by_length[n]), eval_lengths=list(by_length),
-                 max_lengths=max_lengths, num_train_examples=len(train_ids))
+                 max_lengths=max_lengths, num_train_examples=len(train_ids),
+                 validation_examples=lambda: list(encoded.validation),
+                 validation_info=encoded.validation_info)
 
 
 def _tokenize(pair: tuple[Any, Any]) -> tuple[list[str], list[str]]:
