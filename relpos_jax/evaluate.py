@@ -483,11 +483,35 @@ def choose_checkpoints(workdir: str, config: ml_collections.ConfigDict, model,
                                                               batch_size=batch_size)))
   chosen = []
   for replica_scores in scored:
-    best = max(replica_scores, key=lambda s: (s[2]["exact_match"], s[0]))
-    pick = best if rule == "best" else replica_scores[-1]
-    chosen.append(Checkpoint(step=pick[0], params=pick[1], valid=pick[2], best_step=best[0],
-                             best_exact_match=best[2]["exact_match"], final_step=steps[-1]))
+    by_step = {step: record["exact_match"] for step, _, record in replica_scores}
+    step, best_step = pick_checkpoint(by_step, rule)
+    _, params, valid = next(s for s in replica_scores if s[0] == step)
+    chosen.append(Checkpoint(step=step, params=params, valid=valid, best_step=best_step,
+                             best_exact_match=by_step[best_step], final_step=steps[-1]))
   return chosen
+
+
+def pick_checkpoint(valid_by_step: dict[int, float], rule: str) -> tuple[int, int]:
+  """The step to evaluate under `rule`, and the step of the best validation score.
+
+  Args:
+    valid_by_step: validation exact match of each checkpoint step.
+    rule: "best" (the highest score; ties go to the later, more trained step) or
+      "last".
+
+  Returns:
+    `(evaluated step, best step)`.
+
+  Raises:
+    ValueError: an unknown rule or no checkpoint.
+  """
+  if rule not in CHECKPOINT_RULES:
+    raise ValueError(f"unknown checkpoint rule {rule!r} (config key eval_checkpoint); "
+                     f"choose one of: {', '.join(CHECKPOINT_RULES)}")
+  if not valid_by_step:
+    raise ValueError("no checkpoint to choose from")
+  best = max(valid_by_step, key=lambda step: (valid_by_step[step], step))
+  return (best if rule == "best" else max(valid_by_step)), best
 
 
 @dataclasses.dataclass

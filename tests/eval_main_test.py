@@ -44,7 +44,7 @@ def workdir(tmp_path_factory):
 
 def test_eval_main_on_one_workdir(workdir):
   result = _eval_main("--workdir", workdir, "--lengths", "4,8,16", "--num_examples", "3",
-                      "--oracle_length")
+                      "--oracle_length", "--dump_predictions")
   assert result.returncode == 0, result.stderr[-3000:]
   out = os.path.join(workdir, "eval")
   records = report.read_records(os.path.join(out, "extrapolation.jsonl"))
@@ -64,6 +64,18 @@ def test_eval_main_on_one_workdir(workdir):
   _assert_png(os.path.join(out, "accuracy_vs_length.png"))
   assert "eval 3/3 | run learned seed 0 length 16: n/a" in result.stderr  # progress
   assert "ETA" in result.stderr
+  predictions = report.read_records(os.path.join(out, report.PREDICTIONS_FILE))
+  assert [(p["run"], p["seed"], p["length"]) for p in predictions] == [("learned", 0, 4)] * 3 + [
+      ("learned", 0, 8)] * 3  # length 16 is not representable: nothing decoded
+  for p in predictions:
+    assert set(p) == {"run", "seed", "length", "input", "target", "output", "exact",
+                      "first_wrong"}
+    assert len(p["input"].split()) == p["length"] and p["exact"] == (p["output"] == p["target"])
+    assert (p["first_wrong"] is None) == p["exact"]
+  for record in records[:2]:  # the records' exact match is the predictions' mean
+    rows = [p for p in predictions if p["length"] == record["length"]]
+    assert record["exact_match"] == pytest.approx(sum(p["exact"] for p in rows) / len(rows))
+  assert all(r["num_available"] == 3 and r["eval_seed"] == 0 for r in records)
 
 
 def test_eval_main_refuses_ambiguous_flags(workdir):
@@ -93,14 +105,28 @@ def test_eval_main_on_a_sweep_dir(sweep_dir):
       (run, seed, n) for run in RUNS for seed in (0, 1) for n in (4, 8)]
   table = pathlib.Path(out, "extrapolation.md").read_text()
   for run in RUNS:
-    assert f"| {run} | {run} | 2 | 1–6 |" in table
+    assert f"| {run} | 2 | 1–6 |" in table
     assert f"| {run} | 8 | 1.3 |" in table  # its failure-anatomy row at length 8
     assert os.path.exists(os.path.join(sweep_dir, run, "eval", "extrapolation.jsonl"))
-  assert ("| run | scheme | seeds | train | in-dist | 1.5× | 2× | 4× | extrap | 4 | 8 |"
-          in result.stdout)
+  assert ("| run | scheme | seeds | train | conv. | valid | in-dist | 1.5× | 2× | 4× | extrap "
+          "| pooled | 4 | 8 |" in result.stdout)
   assert pathlib.Path(out, "extrapolation.csv").read_text().count("\n") == 1 + len(RUNS)
   for png in (os.path.join(out, "accuracy_vs_length.png"),
               os.path.join(sweep_dir, "t5", "eval", "t5_bias.png"),
               os.path.join(sweep_dir, "sinusoidal", "eval", "sinusoid.png")):
     _assert_png(png)
   assert "eval 8/8 | run t5 seed 1 length 8" in result.stderr  # progress over every item
+
+
+def test_eval_main_stores_a_sweep_under_results(sweep_dir, tmp_path):
+  table = tmp_path / "results" / "smoke"
+  with open(os.path.join(sweep_dir, sweep.SWEEP_FILE), "w") as f:
+    f.write('{"config": "configs/ablations/x.py", "runs": [{"name": "sinusoidal"}, '
+            '{"name": "t5"}, {"name": "rope"}]}')
+  result = _eval_main("--sweep_dir", sweep_dir, "--results_dir", str(table))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert sorted(os.listdir(table / "records")) == ["sinusoidal.jsonl", "t5.jsonl"]
+  assert sorted(os.listdir(table / "runs")) == ["sinusoidal.json", "t5.json"]
+  assert (table / "extrapolation.md").exists() and (table / "accuracy_vs_length.png").exists()
+  from relpos_jax import results
+  assert results.table_status(str(table)) == (2, 3)

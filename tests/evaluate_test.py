@@ -209,7 +209,8 @@ def test_evaluate_workdir_every_replica_and_not_representable(learned_workdir):
   assert [r["exact_match"] for r in saved[:2]] == [r["exact_match"] for r in records[:2]]
   table = pathlib.Path(out, "extrapolation.md").read_text()
   main = table.split("### ")[1]  # the exact-match table: 4× is length 16 here -> n/a
-  assert "| learned16 | learned | 2 | 1–6 |" in main and main.count("| n/a |") == 1
+  assert "| learned | 2 | 1–6 |" in main and main.count("| n/a |") == 1
+  assert all(r["checkpoint_rule"] == "best" and r["valid_num_examples"] > 0 for r in records)
   assert "n/a: not representable" in main
   assert "| learned16 | 16 | 2.7 | n/a | n/a | n/a | n/a | n/a | n/a |" in table  # anatomy row
   assert "n/a" in pathlib.Path(out, "extrapolation.csv").read_text()
@@ -274,3 +275,24 @@ def test_oracle_decoding_has_exactly_the_true_lengths(copy_workdir):
   assert not free["length_correct"].all()
   assert oracle["length_correct"].all() and not oracle["too_short"].any()
   assert not oracle["stop_error"].any()  # only content can be wrong
+
+
+def test_pick_checkpoint_best_by_validation_ties_to_the_later_step():
+  scores = {100: 0.5, 200: 0.9, 300: 0.9, 400: 0.7}
+  assert evaluate.pick_checkpoint(scores, "best") == (300, 300)
+  assert evaluate.pick_checkpoint(scores, "last") == (400, 300)
+  with pytest.raises(ValueError, match="eval_checkpoint"):
+    evaluate.pick_checkpoint(scores, "first")
+
+
+def test_overrides_change_existing_keys_only():
+  import ml_collections
+  config = ml_collections.ConfigDict({"model": {"position": {"name": "rope", "base": 10000.0}}})
+  changed = evaluate.apply_overrides(config, ["model.position.base=500.0"])
+  assert changed.model.position.base == 500.0 and config.model.position.base == 10000.0
+  with pytest.raises(ValueError, match="no key 'model.position.bse'"):
+    evaluate.apply_overrides(config, ["model.position.bse=1"])
+  with pytest.raises(ValueError, match="key=value"):
+    evaluate.EvalOptions(overrides=["model.position.base"])
+  assert evaluate.parse_overrides(["a=yarn", "b=4", "c=[1, 2]"]) == {"a": "yarn", "b": 4,
+                                                                      "c": [1, 2]}
