@@ -65,6 +65,10 @@ _DUMP = flags.DEFINE_bool("dump_predictions", False, "Also write predictions.jso
 _OVERRIDE = flags.DEFINE_multi_string(
     "override", [], "key=value: change each run's config at evaluation only (e.g. "
     "model.position.scaling.type=yarn on a RoPE run); the run is named <run>@<overrides>.")
+_RANDOM_POSITIONS = flags.DEFINE_bool(
+    "random_positions", False, "Decode at one random sorted sample of positions per batch from "
+    "[0, randomized.max_random_position) instead of 0..L-1 (Ruoss et al. 2023's evaluation); "
+    "the run is named <run>@random_positions.")
 _RESULTS_DIR = flags.DEFINE_string("results_dir", None, "Also store each run's records in this "
                                    "table folder (results/<table>) and write its report.")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", None,
@@ -86,7 +90,7 @@ def main(argv):
   options = dict(lengths=lengths, batch_size=_BATCH_SIZE.value, num_examples=_NUM_EXAMPLES.value,
                  oracle_length=_ORACLE_LENGTH.value, eval_seed=_EVAL_SEED.value,
                  checkpoint=_CHECKPOINT.value, dump_predictions=_DUMP.value,
-                 overrides=_OVERRIDE.value)
+                 overrides=_OVERRIDE.value, random_positions=_RANDOM_POSITIONS.value)
   if _RESULTS_DIR.value:
     names = evaluate.run_names(workdirs)
     if _SWEEP_DIR.value:  # the table lists the sweep's runs in order, trained or not

@@ -61,8 +61,8 @@ class UnrepresentableLength(ValueError):
 
 # ------------------------------------------------------------- one batch
 
-def decode_batch(model, params, batch: dict[str, np.ndarray], *,
-                 oracle_length: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def decode_batch(model, params, batch: dict[str, np.ndarray], *, oracle_length: bool = False,
+                 positions: RandomPositions | None = None) -> tuple[np.ndarray, np.ndarray]:
   """Greedy-decodes a batch up to its padded target length.
 
   Args:
@@ -71,6 +71,8 @@ def decode_batch(model, params, batch: dict[str, np.ndarray], *,
     batch: `inputs`, `targets`.
     oracle_length: impose each example's true target length (EOS forbidden
       before it, forced at it: `decode.greedy_decode(oracle_lengths_B=...)`).
+    positions: decode at one random sorted sample of positions for the batch
+      (None: 0..L-1).
 
   Returns:
     `(tokens_BxT, lengths_B)` as numpy arrays.
@@ -79,29 +81,54 @@ def decode_batch(model, params, batch: dict[str, np.ndarray], *,
     ValueError: the scheme cannot encode these lengths (raised by `decode`).
   """
   oracle_B = scoring.target_lengths(batch["targets"]) if oracle_length else None
+  random = {} if positions is None else {"position_rng": positions.rng,
+                                         "max_random_position": positions.max_random_position}
   tokens_BxT, lengths_B = decode.greedy_decode(model, params, batch["inputs"],
                                                max_len=batch["targets"].shape[1],
-                                               oracle_lengths_B=oracle_B)
+                                               oracle_lengths_B=oracle_B, **random)
   return np.asarray(tokens_BxT), np.asarray(lengths_B)
 
 
-def decode_and_score(model, params, batch: dict[str, np.ndarray], *,
-                     oracle_length: bool = False) -> dict[str, np.ndarray]:
+@dataclasses.dataclass(frozen=True)
+class RandomPositions:
+  """One random sorted sample of positions for a batch (Ruoss et al. 2023's evaluation).
+
+  Attributes:
+    rng: the batch's PRNG key.
+    max_random_position: positions are drawn from [0, max_random_position).
+  """
+
+  rng: jax.Array
+  max_random_position: int
+
+  def of(self, model, batch: dict[str, np.ndarray]) -> tuple[jax.Array, jax.Array]:
+    """`(inputs_pos_BxS, targets_pos_BxT)`: the positions `decode` uses for this batch."""
+    return decode.random_decode_positions(model, batch["inputs"], batch["targets"].shape[1],
+                                          self.rng,
+                                          max_random_position=self.max_random_position)
+
+
+def decode_and_score(model, params, batch: dict[str, np.ndarray], *, oracle_length: bool = False,
+                     positions: RandomPositions | None = None) -> dict[str, np.ndarray]:
   """`scoring.score_batch` of `decode_batch`'s output (same arguments and errors)."""
-  tokens_BxT, lengths_B = decode_batch(model, params, batch, oracle_length=oracle_length)
+  tokens_BxT, lengths_B = decode_batch(model, params, batch, oracle_length=oracle_length,
+                                       positions=positions)
   return scoring.score_batch(tokens_BxT, lengths_B, batch["targets"])
 
 
 @functools.partial(jax.jit, static_argnames="model")
-def _teacher_forced_loss(model, params, inputs_BxS, targets_BxT):
+def _teacher_forced_loss(model, params, inputs_BxS, targets_BxT, inputs_pos_BxS=None,
+                         targets_pos_BxT=None):
   """Per example: the teacher-forced cross-entropy summed over its target tokens, their count."""
-  logits_BxTxV = model.apply({"params": params}, inputs_BxS, targets_BxT)
+  logits_BxTxV = model.apply({"params": params}, inputs_BxS, targets_BxT, inputs_pos_BxS,
+                             targets_pos_BxT)
   _, loss_BxT = losses.cross_entropy(logits_BxTxV, targets_BxT)
   return loss_BxT.sum(axis=1), (targets_BxT != vocab.PAD_ID).sum(axis=1)
 
 
-def evaluate_batch(model, params, batch: dict[str, np.ndarray], *,
-                   oracle_length: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def evaluate_batch(model, params, batch: dict[str, np.ndarray], *, oracle_length: bool = False,
+                   positions: RandomPositions | None = None
+                   ) -> tuple[dict[str, np.ndarray], np.ndarray]:
   """Every per-example score of one batch: decoding, loss and (optionally) oracle decoding.
 
   Args:
@@ -109,6 +136,7 @@ def evaluate_batch(model, params, batch: dict[str, np.ndarray], *,
     params: one replica's parameters.
     batch: `inputs`, `targets`.
     oracle_length: also decode with the true lengths imposed.
+    positions: decode (and score the loss) at one random sample of positions.
 
   Returns:
     `(scores, tokens_BxT)`: `scoring.score_batch`'s dict plus `loss_sum`,
@@ -119,15 +147,16 @@ def evaluate_batch(model, params, batch: dict[str, np.ndarray], *,
     UnrepresentableLength: `decode` refused the batch's lengths.
   """
   try:
-    tokens_BxT, lengths_B = decode_batch(model, params, batch)
+    tokens_BxT, lengths_B = decode_batch(model, params, batch, positions=positions)
   except ValueError as e:  # decode checks the lengths before tracing
     raise UnrepresentableLength(str(e)) from e
   scores = scoring.score_batch(tokens_BxT, lengths_B, batch["targets"])
+  pos = (None, None) if positions is None else positions.of(model, batch)
   loss_sum_B, loss_tokens_B = _teacher_forced_loss(model, params, batch["inputs"],
-                                                   batch["targets"])
+                                                   batch["targets"], *pos)
   scores.update(loss_sum=np.asarray(loss_sum_B), loss_tokens=np.asarray(loss_tokens_B))
   if oracle_length:
-    oracle = decode_and_score(model, params, batch, oracle_length=True)
+    oracle = decode_and_score(model, params, batch, oracle_length=True, positions=positions)
     scores.update(oracle_exact=oracle["exact"], oracle_token_correct=oracle["token_correct"])
   return scores, tokens_BxT
 
@@ -162,11 +191,16 @@ def prediction_rows(data_vocab: vocab.Vocab, batch: dict[str, np.ndarray],
 
 def _score_batches(model, params, batches, *, oracle_length: bool = False,
                    data_vocab: vocab.Vocab | None = None,
-                   predictions: list[Record] | None = None) -> Record:
+                   predictions: list[Record] | None = None,
+                   position_rng: jax.Array | None = None,
+                   max_random_position: int | None = None) -> Record:
   """`scoring.summarize_scores` over batches (with `weights`); fills `predictions` if given."""
   parts, weights = [], []
-  for batch in batches:
-    scores, tokens_BxT = evaluate_batch(model, params, batch, oracle_length=oracle_length)
+  for i, batch in enumerate(batches):
+    positions = None if position_rng is None else RandomPositions(
+        jax.random.fold_in(position_rng, i), max_random_position)
+    scores, tokens_BxT = evaluate_batch(model, params, batch, oracle_length=oracle_length,
+                                        positions=positions)
     parts.append(scores)
     weights.append(batch["weights"])
     if predictions is not None:
@@ -177,8 +211,8 @@ def _score_batches(model, params, batches, *, oracle_length: bool = False,
 
 def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
                     batch_size: int, num_examples: int | None = None, eval_seed: int = 0,
-                    oracle_length: bool = False,
-                    predictions: list[Record] | None = None) -> Record:
+                    oracle_length: bool = False, predictions: list[Record] | None = None,
+                    random_positions: int | None = None) -> Record:
   """Evaluates the eval set at `length`: decoding, loss, failure anatomy.
 
   Args:
@@ -193,6 +227,9 @@ def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
     oracle_length: add the oracle-length metrics.
     predictions: a list to append one `prediction_rows` row per example to
       (each with its `length`).
+    random_positions: decode each batch at one random sorted sample of
+      positions from [0, random_positions) (seeded by `eval_seed`, the length
+      and the batch) instead of 0..L-1, as Ruoss et al. 2023 evaluate.
 
   Returns:
     `{"length", **summarize_scores(...), "num_available", "eval_seed"}`:
@@ -204,8 +241,11 @@ def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
   batches = dataset.eval_batches(length, batch_size, num_examples=num_examples,
                                  sample_seed=eval_seed)
   rows: list[Record] | None = [] if predictions is not None else None
+  rng = None if random_positions is None else jax.random.fold_in(
+      jax.random.PRNGKey(eval_seed), length)
   record = _score_batches(model, params, batches, oracle_length=oracle_length,
-                          data_vocab=dataset.vocab, predictions=rows)
+                          data_vocab=dataset.vocab, predictions=rows, position_rng=rng,
+                          max_random_position=random_positions)
   if predictions is not None:
     predictions += [{"length": int(length), **row} for row in rows]
   return {"length": int(length), **record, "num_available": int(dataset.eval_size(length)),
@@ -348,6 +388,8 @@ class EvalOptions:
       `eval_checkpoint` (default "best").
     dump_predictions: also write every example's input, target and output.
     overrides: `key=value` changes of each run's config at evaluation only.
+    random_positions: decode at random sorted positions from [0,
+      randomized.max_random_position) (one sample per batch) instead of 0..L-1.
   """
 
   lengths: Sequence[int] | None = None
@@ -358,6 +400,7 @@ class EvalOptions:
   checkpoint: str | None = None
   dump_predictions: bool = False
   overrides: Sequence[str] = ()
+  random_positions: bool = False
 
   def __post_init__(self):
     if self.num_examples is not None and self.num_examples < 1:
@@ -574,6 +617,8 @@ def _prepare_run(workdir: str, name: str, options: EvalOptions) -> _Run:
   if options.overrides:
     config = apply_overrides(config, options.overrides)
     name = f"{name}@{','.join(options.overrides)}"
+  if options.random_positions:
+    name = f"{name}@random_positions"
   dataset = _eval_dataset(config, options)
   _check_vocab(workdir, dataset)
   return _Run(workdir, name, config, dataset)
@@ -595,7 +640,14 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
           "workdir": os.path.abspath(target.workdir), "min_train_length": min_train,
           "max_train_length": max_train, "checkpoint_rule": rule if step is None else "step",
           "converged_at": converged_at, "valid_source": valid_source,
-          "overrides": list(options.overrides)}
+          "overrides": list(options.overrides),
+          "eval_positions": "random" if options.random_positions else "0..L-1"}
+  max_random_position = None
+  if options.random_positions:
+    max_random_position = int(config.get("randomized", {}).get("max_random_position", 0))
+    if max_random_position < 1:
+      raise ValueError(f"{target.workdir}: random-position eval needs config key "
+                       "randomized.max_random_position")
   records, predictions = [], []
   for replica, pick in enumerate(chosen):
     seed = config.seed + replica
@@ -613,7 +665,8 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
     rows = [] if options.dump_predictions else None
     for length in dataset.eval_lengths:
       record = _evaluate_or_na(model, pick.params, dataset, length, batch_size, options,
-                               f"run {target.name} seed {seed} length {length}", progress, rows)
+                               f"run {target.name} seed {seed} length {length}", progress, rows,
+                               max_random_position)
       records.append({**replica_base, **record})
     if rows is not None:
       predictions += [{"run": target.name, "seed": seed, **row} for row in rows]
@@ -689,12 +742,14 @@ def _check_vocab(workdir: str, dataset: pipeline.Dataset) -> None:
 
 
 def _evaluate_or_na(model, params, dataset, length, batch_size, options: EvalOptions,
-                    label: str, progress: Progress, predictions: list[Record] | None) -> Record:
+                    label: str, progress: Progress, predictions: list[Record] | None,
+                    random_positions: int | None) -> Record:
   """`evaluate_length`, logged with progress; `not_representable` if the scheme cannot encode it."""
   try:
     record = evaluate_length(model, params, dataset, length, batch_size=batch_size,
                              num_examples=options.num_examples, eval_seed=options.eval_seed,
-                             oracle_length=options.oracle_length, predictions=predictions)
+                             oracle_length=options.oracle_length, predictions=predictions,
+                             random_positions=random_positions)
   except UnrepresentableLength as e:
     logging.warning("%s: not representable (%s)", label, e)
     progress.step(f"{label}: n/a")

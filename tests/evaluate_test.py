@@ -296,3 +296,28 @@ def test_overrides_change_existing_keys_only():
     evaluate.EvalOptions(overrides=["model.position.base"])
   assert evaluate.parse_overrides(["a=yarn", "b=4", "c=[1, 2]"]) == {"a": "yarn", "b": 4,
                                                                       "c": [1, 2]}
+
+
+def test_random_position_eval_is_seeded_and_named(learned_workdir):
+  # The learned table has 16 rows; the smoke config's randomized range is 2048, so
+  # decoding at random positions is refused per length (n/a), never clamped.
+  kwargs = dict(lengths=[4], num_examples=4, random_positions=True)
+  records = evaluate.evaluate_workdir(learned_workdir, **kwargs)
+  assert {r["run"] for r in records} == {"learned16@random_positions"}
+  assert all(r["eval_positions"] == "random" for r in records)
+  assert all(r["error"] and "max_len" in r["error"] for r in records)
+
+
+@pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
+def test_random_position_eval_scores_the_batch_at_its_sample(arch):
+  dataset, model, params = _smoke_model(arch)
+  batch = next(dataset.eval_batches(8, 4))
+  positions = evaluate.RandomPositions(jax.random.PRNGKey(3), 64)
+  scores, tokens = evaluate.evaluate_batch(model, params, batch, positions=positions)
+  again, _ = evaluate.evaluate_batch(model, params, batch, positions=positions)
+  np.testing.assert_array_equal(scores["exact"], again["exact"])  # one sample per key
+  np.testing.assert_allclose(scores["loss_sum"], again["loss_sum"], rtol=1e-6)
+  plain, _ = evaluate.evaluate_batch(model, params, batch)
+  assert not np.allclose(scores["loss_sum"], plain["loss_sum"])  # other positions, other loss
+  in_pos, tgt_pos = positions.of(model, batch)
+  assert int(np.max(in_pos)) < 64 and int(np.max(tgt_pos)) < 64
