@@ -44,6 +44,7 @@ from relpos_jax import architectures
 from relpos_jax import decode
 from relpos_jax import plots
 from relpos_jax import tables
+from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
 from relpos_jax.positions import shaw
@@ -480,11 +481,10 @@ def _prepare_run(workdir: str, name: str, options: EvalOptions) -> _Run:
 def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
                   step: int | None = None) -> list[Record]:
   """Evaluates one prepared run and writes its report and figures to `<workdir>/eval`."""
-  from relpos_jax import train_lib  # local: train_lib imports this module
   config, dataset = target.config, target.dataset
   model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
-  params_N = train_lib.load_params(target.workdir, config, model, step=step)
-  step = checkpoint_steps(target.workdir)[-1] if step is None else step
+  # Read-only (safe while the run trains); the newest readable checkpoint by default.
+  step, params_N = workdir_lib.load_params(target.workdir, config, model, step=step)
   min_train, max_train = train_length_range(config, dataset)
   batch_size = options.batch_size or config.eval_batch_size
   base = {"run": target.name, "scheme": config.model.position.name, "task": config.data.task,
