@@ -12,6 +12,11 @@ accuracy_vs_length.png, and the scheme's own figures (t5_bias.png,
 shaw_key_norms.png, sinusoid.png). The comparison of all runs goes to --out
 (default `<sweep_dir>/eval`; one --workdir: its own eval folder). The tables
 are also printed. Runs without a checkpoint are skipped.
+
+eval.py only reads a workdir's checkpoints (read-only: it can run while the run
+still trains) and evaluates the newest readable one (an unreadable newer one is
+named in a warning). It runs as one process. A mistake in the flags or a run
+that cannot be evaluated is reported as one line (exit 1).
 """
 
 import os
@@ -20,6 +25,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from relpos_jax import errors
 from relpos_jax import evaluate
 from relpos_jax import log_setup
 from relpos_jax import sweep
@@ -52,15 +58,18 @@ def main(argv):
     raise app.UsageError("several --workdir: pass --out for the comparison report (each run's "
                          "own report goes to <workdir>/eval)")
   log_setup.setup()
-  workdirs = _WORKDIR.value or sweep.run_dirs(_SWEEP_DIR.value)
+  with errors.user_errors(FileNotFoundError):
+    workdirs = _WORKDIR.value or sweep.run_dirs(_SWEEP_DIR.value)
   out = _OUT.value or os.path.join(_SWEEP_DIR.value or workdirs[0], "eval")
   lengths = [int(n) for n in _LENGTHS.value] if _LENGTHS.value else None
-  records = evaluate.evaluate_runs(workdirs, out, lengths=lengths, batch_size=_BATCH_SIZE.value,
-                                   num_examples=_NUM_EXAMPLES.value,
-                                   oracle_length=_ORACLE_LENGTH.value)
+  with errors.user_errors(ValueError, FileNotFoundError):
+    records = evaluate.evaluate_runs(workdirs, out, lengths=lengths,
+                                     batch_size=_BATCH_SIZE.value,
+                                     num_examples=_NUM_EXAMPLES.value,
+                                     oracle_length=_ORACLE_LENGTH.value)
   print(tables.report(records))
   logging.info("wrote %s", ", ".join(os.path.join(out, f) for f in evaluate.REPORT_FILES.values()))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  errors.run(main)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 
+from absl import flags
 from absl import logging
 import jax
 from jax.experimental import multihost_utils
@@ -119,6 +120,14 @@ def initialize(mode: str = "auto", *, sweep_shard: bool = False) -> bool:
   logging.info("process %d of %d, %d local of %d devices", jax.process_index(),
                jax.process_count(), jax.local_device_count(), jax.device_count())
   return True
+
+
+def define_flag() -> flags.FlagHolder:
+  """Defines `--multihost=auto|on|off` for an entry point."""
+  return flags.DEFINE_enum(
+      "multihost", "auto", MODES, "Join a multi-process JAX job: auto (when "
+      "JAX_COORDINATOR_ADDRESS/JAX_NUM_PROCESSES/JAX_PROCESS_ID are set, or in a SLURM job "
+      "step of several tasks; never with --sweep_shard), on (required), off (one process).")
 
 
 def is_writer() -> bool:

@@ -56,8 +56,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
   except flags.Error as e:
     if os.environ.get(TRACEBACK_ENV):
       raise
-    sys.stderr.write(f"error: {_one_line(str(e))}\n"
-                     f"(see {os.path.basename(argv[0])} --helpshort)\n")
+    sys.stderr.write(f"error: {_one_line(str(e))}\n")
     sys.exit(1)
 
 
