@@ -14,7 +14,9 @@ Environments, in order:
    `JAX_PROCESS_ID=i` (all three; `JAX_LOCAL_DEVICE_IDS=0,1` optional), the same
    address and count on every process, ids 0..n-1.
 2. A SLURM job step with more than one task (`SLURM_JOB_ID`, `SLURM_STEP_NUM_TASKS`
-   or `SLURM_NTASKS` > 1): JAX reads the coordinator, count and id from SLURM.
+   or `SLURM_NTASKS` > 1): JAX reads the coordinator, count and id from SLURM, and
+   gives each task the one GPU numbered `SLURM_LOCALID` (one task per GPU); for one
+   task per host over several GPUs set `JAX_LOCAL_DEVICE_IDS=0,1,2,3`.
 
 CPU collectives use gloo, so the same code runs on a laptop (several processes
 on one machine), a CPU cluster or GPUs (where NCCL is used as usual).
@@ -93,8 +95,9 @@ def plan(mode: str = "auto", *, sweep_shard: bool = False, environ=None) -> dict
   args = explicit_args(environ)
   if args is not None:
     return args
-  if slurm_tasks(environ) > 1:
-    return {}  # jax.distributed reads SLURM's variables itself
+  if slurm_tasks(environ) > 1:  # jax.distributed reads SLURM's variables itself
+    ids = environ.get("JAX_LOCAL_DEVICE_IDS")  # else JAX gives each task one: SLURM_LOCALID
+    return {"local_device_ids": [int(i) for i in ids.split(",")]} if ids else {}
   if mode == "on":
     raise MultihostConfigError(
         f"--multihost=on but no multi-process environment: set {', '.join(EXPLICIT_VARS)} "

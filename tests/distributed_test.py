@@ -29,6 +29,8 @@ def test_slurm_job_steps_of_several_tasks_join_unless_sharding_a_sweep():
   assert distributed.plan("on", environ=SLURM, sweep_shard=True) == {}
   one_task_step = {**SLURM, "SLURM_STEP_NUM_TASKS": "1"}  # sbatch -n 4, then srun -n 1
   assert distributed.plan("auto", environ=one_task_step) is None
+  per_host = {**SLURM, "JAX_LOCAL_DEVICE_IDS": "0,1,2,3"}  # one task over 4 GPUs
+  assert distributed.plan("auto", environ=per_host) == {"local_device_ids": [0, 1, 2, 3]}
 
 
 @pytest.mark.parametrize("environ, message", [
