@@ -121,3 +121,15 @@ def test_config_mistakes_are_one_line_naming_the_key(tmp_path):
   assert proc.returncode == 1 and "Traceback" not in proc.stderr
   assert _messages(proc.stderr) == [
       f"error: nothing to evaluate: none of ['{tmp_path / 'w'}'] holds a checkpoint"]
+
+
+def test_sweep_shards_under_a_multi_task_slurm_step_train_independently(tmp_path):
+  # srun -n 4 python train.py ... --sweep_shard $SLURM_PROCID/4: four independent shards;
+  # joining one jax.distributed job would wait for the other three tasks forever.
+  slurm = {"SLURM_JOB_ID": "1", "SLURM_NTASKS": "4", "SLURM_STEP_NUM_TASKS": "4",
+           "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_STEP_NODELIST": "localhost"}
+  proc = _train(tmp_path, "--config", "configs/ablations/schemes.py:smoke,num_seeds=1,steps=2",
+                "--sweep_shard", "0/40", env=slurm)  # shard 0 of 40: only the first run
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "training as an independent process" in proc.stderr
+  assert (tmp_path / "none+copy" / "checkpoints" / "2").exists()
