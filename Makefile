@@ -1,19 +1,35 @@
 # Every target creates .venv and installs the stack if needed (offline data; PyPI only).
+# `make install` installs the exact versions of requirements.lock (the environment that
+# produced the tables; pyproject.toml has the ranges for other environments).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench table results clean
+.PHONY: install test demo bench table results lock clean
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q -r requirements.lock
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
+
+# Re-resolve requirements.lock from pyproject.toml, keeping its versions (after a change
+# of dependencies); `make lock UPGRADE=1` moves them to the newest that pyproject.toml allows.
+LOCK_ARGS = $(if $(UPGRADE),--upgrade,--constraint $(VENV)/lock-constraints.txt)
+lock: $(STAMP)
+	$(PY) -m pip install -q uv
+	cp requirements.lock $(VENV)/lock-constraints.txt
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --extra tfds --python-version 3.11 \
+	    --no-emit-package relpos-jax \
+	    --annotation-style line --no-header -q $(LOCK_ARGS) -o $(VENV)/lock-new.txt
+	sed -n '/^# Exact/,/^# `make lock`/p' requirements.lock > $(VENV)/lock-header.txt
+	cat $(VENV)/lock-header.txt $(VENV)/lock-new.txt \
+	    | sed -e 's|-c $(VENV)/lock-constraints.txt, ||; s|, -c $(VENV)/lock-constraints.txt||; s|  # via -c $(VENV)/lock-constraints.txt$$||' \
+	    > requirements.lock
 
 # Tests run on every core (pytest-xdist); pytest exits 5 when a selection holds no
 # test: that is not a failure.

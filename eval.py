@@ -22,6 +22,11 @@ records carry that score, the step, and whether the replica converged.
 --dump_predictions writes predictions.jsonl beside the report. --results_dir
 stores each run's records under results/<table>/ (what RESULTS.md is rendered
 from).
+
+eval.py only reads a workdir's checkpoints (read-only: it can run while the run
+still trains); an unreadable checkpoint is skipped with a warning naming it. It
+runs as one process. A mistake in the flags or a run that cannot be evaluated is
+reported as one line (exit 1).
 """
 
 import json
@@ -31,6 +36,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from relpos_jax import errors
 from relpos_jax import evaluate
 from relpos_jax import report
 from relpos_jax import log_setup
@@ -84,27 +90,29 @@ def main(argv):
     raise app.UsageError("several --workdir: pass --out for the comparison report (each run's "
                          "own report goes to <workdir>/eval)")
   log_setup.setup()
-  workdirs = _WORKDIR.value or sweep.run_dirs(_SWEEP_DIR.value)
+  with errors.user_errors(FileNotFoundError):
+    workdirs = _WORKDIR.value or sweep.run_dirs(_SWEEP_DIR.value)
   out = _OUT.value or os.path.join(_SWEEP_DIR.value or workdirs[0], "eval")
   lengths = [int(n) for n in _LENGTHS.value] if _LENGTHS.value else None
   options = dict(lengths=lengths, batch_size=_BATCH_SIZE.value, num_examples=_NUM_EXAMPLES.value,
                  oracle_length=_ORACLE_LENGTH.value, eval_seed=_EVAL_SEED.value,
                  checkpoint=_CHECKPOINT.value, dump_predictions=_DUMP.value,
                  overrides=_OVERRIDE.value, random_positions=_RANDOM_POSITIONS.value)
-  if _RESULTS_DIR.value:
-    names = evaluate.run_names(workdirs)
-    if _SWEEP_DIR.value:  # the table lists the sweep's runs in order, trained or not
-      with open(os.path.join(_SWEEP_DIR.value, sweep.SWEEP_FILE)) as f:
-        meta = json.load(f)
-      results.write_table_meta(_RESULTS_DIR.value, meta["config"],
-                               [r["name"] for r in meta["runs"]])
-    records = sweep.evaluate_into_results(workdirs, names, _RESULTS_DIR.value, **options)
-    results.write_table_report(_RESULTS_DIR.value)
-  else:
-    records = evaluate.evaluate_runs(workdirs, out, **options)
+  with errors.user_errors(ValueError, FileNotFoundError):
+    if _RESULTS_DIR.value:
+      names = evaluate.run_names(workdirs)
+      if _SWEEP_DIR.value:  # the table lists the sweep's runs in order, trained or not
+        with open(os.path.join(_SWEEP_DIR.value, sweep.SWEEP_FILE)) as f:
+          meta = json.load(f)
+        results.write_table_meta(_RESULTS_DIR.value, meta["config"],
+                                 [r["name"] for r in meta["runs"]])
+      records = sweep.evaluate_into_results(workdirs, names, _RESULTS_DIR.value, **options)
+      results.write_table_report(_RESULTS_DIR.value)
+    else:
+      records = evaluate.evaluate_runs(workdirs, out, **options)
   print(tables.report(records))
   logging.info("wrote %s", ", ".join(os.path.join(out, f) for f in report.REPORT_FILES.values()))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  errors.run(main)

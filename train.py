@@ -14,15 +14,26 @@ sweep directory: every run is trained into `<workdir>/<run name>/` (finished
 runs skipped, interrupted ones resumed), then all are evaluated and tabulated
 into `<workdir>/eval/`, as `python -m relpos_jax.sweep` does. `--runs a,b` trains
 only those runs; `--sweep_shard i/n` only runs i, i+n, i+2n, ... (see
-relpos_jax/sweep.py). `--results_dir results/<table>` evaluates each run as soon
-as it is trained and stores its records there (see relpos_jax/results.py); runs
-already stored are skipped, so a table can be completed a few runs at a time.
+relpos_jax/sweep.py); command-line overrides apply to every run after the sweep's
+own settings. `--results_dir results/<table>` evaluates each run as soon as it is
+trained and stores its records there (see relpos_jax/results.py); runs already
+stored are skipped, so a table can be completed a few runs at a time.
+
+Multi-process runs (README, "Multi-host"): `--multihost=auto` (default) joins one
+when JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID are set or in
+a SLURM job step of several tasks (not with --sweep_shard: shards are
+independent); `on` requires one, `off` never joins.
+
+A mistake in the config, flags or workdir is reported as one line (exit 1);
+RELPOS_TRACEBACK=1 adds the traceback.
 """
 
 from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from relpos_jax import distributed
+from relpos_jax import errors
 from relpos_jax import log_setup
 from relpos_jax import sweep
 from relpos_jax import tables
@@ -37,6 +48,7 @@ _RESULTS_DIR = flags.DEFINE_string(
     "results_dir", None, "Sweep configs only: evaluate each run as soon as it is trained and "
     "store its records in this table folder (results/<table>); runs stored there are skipped.")
 _SHARD = sweep.define_shard_flag()
+_MULTIHOST = distributed.define_flag()
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -45,9 +57,12 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   log_setup.setup()
   config_file = flags.FLAGS["config"].config_filename
+  with errors.user_errors():
+    distributed.initialize(_MULTIHOST.value, sweep_shard=bool(_SHARD.value))
   if sweep.is_sweep_config(config_file):
+    overrides = config_flags.get_override_values(flags.FLAGS["config"])
     records = sweep.run_sweep(config_file, _WORKDIR.value, base_config=_CONFIG.value,
-                              only=_RUNS.value, shard=_SHARD.value,
+                              only=_RUNS.value, shard=_SHARD.value, command_line=overrides,
                               results_dir=_RESULTS_DIR.value)
     if records:
       print(tables.exact_match_table(records))
@@ -60,4 +75,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  errors.run(main)

@@ -47,6 +47,7 @@ from relpos_jax import decode
 from relpos_jax import losses
 from relpos_jax import report
 from relpos_jax import scoring
+from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
 
@@ -334,28 +335,6 @@ def format_seconds(seconds: float) -> str:
 
 # ------------------------------------------------------- whole workdirs and runs
 
-def load_config(workdir: str) -> ml_collections.ConfigDict:
-  """The config a run was trained with (`workdir/config.json`; tuples came back as lists)."""
-  path = os.path.join(workdir, "config.json")
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"{path} not found: {workdir} is not a training workdir")
-  with open(path) as f:
-    return ml_collections.ConfigDict(json.load(f))
-
-
-def checkpoint_steps(workdir: str) -> list[int]:
-  """The finished checkpoint steps in `workdir/checkpoints`, ascending (orbax names them so)."""
-  directory = os.path.join(workdir, "checkpoints")
-  if not os.path.isdir(directory):
-    return []
-  return sorted(int(name) for name in os.listdir(directory) if name.isdigit())
-
-
-def has_checkpoint(workdir: str) -> bool:
-  """Whether `workdir/checkpoints` holds a finished checkpoint step."""
-  return bool(checkpoint_steps(workdir))
-
-
 def train_length_range(config: ml_collections.ConfigDict,
                        dataset: pipeline.Dataset) -> tuple[int, int]:
   """(shortest, longest) training length, in the unit of the dataset's eval lengths.
@@ -513,24 +492,33 @@ def choose_checkpoints(workdir: str, config: ml_collections.ConfigDict, model,
   Raises:
     FileNotFoundError: no checkpoint.
   """
-  from relpos_jax import train_lib  # local: train_lib imports this module (to be moved)
-  steps = sorted(steps if steps is not None else checkpoint_steps(workdir))
+  steps = sorted(steps if steps is not None else workdir_lib.checkpoint_steps(workdir))
   if not steps:
-    raise FileNotFoundError(f"no checkpoint in {workdir}/checkpoints; train first")
+    raise FileNotFoundError(f"no checkpoint in {workdir_lib.checkpoint_dir(workdir)}; "
+                            "train first")
   scored: list[list[tuple[int, Any, Record]]] = [[] for _ in range(config.num_seeds)]
+  readable = []
   for step in steps:
-    params_N = train_lib.load_params(workdir, config, model, step=step)
+    try:  # read-only: safe while the run still trains
+      _, params_N = workdir_lib.load_params(workdir, config, model, step=step)
+    except workdir_lib.UnreadableCheckpoints as e:
+      logging.warning("skipping an unreadable checkpoint: %s", e)
+      continue
+    readable.append(step)
     for replica in range(config.num_seeds):
       params = jax.tree_util.tree_map(lambda x, i=replica: x[i], params_N)
       scored[replica].append((step, params, validation_record(model, params, dataset,
                                                               batch_size=batch_size)))
   chosen = []
+  if not readable:
+    raise workdir_lib.UnreadableCheckpoints(f"no checkpoint of {workdir} can be read "
+                                            f"(tried steps {steps})")
   for replica_scores in scored:
     by_step = {step: record["exact_match"] for step, _, record in replica_scores}
     step, best_step = pick_checkpoint(by_step, rule)
     _, params, valid = next(s for s in replica_scores if s[0] == step)
     chosen.append(Checkpoint(step=step, params=params, valid=valid, best_step=best_step,
-                             best_exact_match=by_step[best_step], final_step=steps[-1]))
+                             best_exact_match=by_step[best_step], final_step=readable[-1]))
   return chosen
 
 
@@ -613,7 +601,7 @@ def evaluate_workdir(workdir: str, lengths: Iterable[int] | None = None,
 
 def _prepare_run(workdir: str, name: str, options: EvalOptions) -> _Run:
   """Loads a run's config (with the eval overrides) and builds its eval data."""
-  config = load_config(workdir)
+  config = workdir_lib.load_config(workdir)
   if options.overrides:
     config = apply_overrides(config, options.overrides)
     name = f"{name}@{','.join(options.overrides)}"
@@ -794,7 +782,7 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str, *,
   names = list(names) if names is not None else run_names(workdirs)
   targets = []
   for workdir, name in zip(workdirs, names):
-    if not has_checkpoint(workdir):
+    if not workdir_lib.has_checkpoint(workdir):
       logging.warning("skipping %s: no checkpoint in %s/checkpoints (not trained yet?)",
                       name, workdir)
       continue

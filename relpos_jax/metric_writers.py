@@ -4,6 +4,10 @@
 file tests and tables read. TensorBoard event files (tensorboardX: no TensorFlow
 needed) go to `workdir/tensorboard`, one tag per metric (`<kind>/<name>`, with a
 `seed<s>/` prefix when several replicas train together).
+
+Only one process writes (the trainer's process 0; `enabled=False` elsewhere). A
+run killed while writing a record leaves a half-written last line: readers skip
+it, and a resumed run drops it (with a warning) before appending.
 """
 
 from __future__ import annotations
@@ -12,46 +16,77 @@ import json
 import os
 from typing import Any, Mapping
 
+from absl import logging
 from tensorboardX import SummaryWriter
 
 METRICS_FILE = "metrics.jsonl"
 
 
+def _parse_lines(path: str) -> tuple[list[str], list[dict[str, Any]], list[int]]:
+  """(raw lines, parsed records, 1-based numbers of the lines that are not JSON records)."""
+  with open(path) as f:
+    lines = [line for line in f if line.strip()]
+  kept_lines, records, bad = [], [], []
+  for number, line in enumerate(lines, 1):
+    try:
+      record = json.loads(line)
+      if not isinstance(record, dict) or "step" not in record:
+        raise ValueError("not a metrics record")
+    except ValueError:
+      bad.append(number)
+      continue
+    kept_lines.append(line if line.endswith("\n") else line + "\n")
+    records.append(record)
+  return kept_lines, records, bad
+
+
 def truncate_after(workdir: str, step: int) -> None:
-  """Drops metrics logged after `step` (a resumed run re-logs them identically)."""
+  """Drops metrics logged after `step` (a resumed run re-logs them identically).
+
+  Lines that are not JSON records (a write cut off by a kill) are dropped too,
+  with a warning.
+  """
   path = os.path.join(workdir, METRICS_FILE)
   if not os.path.exists(path):
     return
-  with open(path) as f:
-    kept = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
-  with open(path, "w") as f:
+  lines, records, bad = _parse_lines(path)
+  if bad:
+    logging.warning("%s: dropping %d line(s) that are not complete JSON records (line %s; "
+                    "a write cut off by a kill?)", path, len(bad), ", ".join(map(str, bad)))
+  kept = [line for line, record in zip(lines, records) if record["step"] <= step]
+  partial = f"{path}.{os.getpid()}.tmp"
+  with open(partial, "w") as f:
     f.writelines(kept)
+  os.replace(partial, path)
 
 
 def read_metrics(workdir: str) -> list[dict[str, Any]]:
-  """Every record of `workdir/metrics.jsonl`, in order."""
-  with open(os.path.join(workdir, METRICS_FILE)) as f:
-    return [json.loads(line) for line in f if line.strip()]
+  """Every complete record of `workdir/metrics.jsonl`, in order (a cut-off line is skipped)."""
+  return _parse_lines(os.path.join(workdir, METRICS_FILE))[1]
 
 
 class MetricWriter:
   """Appends records to metrics.jsonl and scalars to TensorBoard."""
 
-  def __init__(self, workdir: str, multi_replica: bool):
+  def __init__(self, workdir: str, multi_replica: bool, enabled: bool = True):
+    """Opens the writers; with `enabled=False` (not the writing process) writes nothing."""
     self._path = os.path.join(workdir, METRICS_FILE)
-    self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+    self._tb = SummaryWriter(os.path.join(workdir, "tensorboard")) if enabled else None
     self._multi_replica = multi_replica
 
   def write(self, step: int, kind: str, seed: int, scalars: Mapping[str, float]) -> None:
     """One record `{"step", "kind", "seed", **scalars}`."""
+    if self._tb is None:
+      return
     record = {"step": int(step), "kind": kind, "seed": int(seed),
               **{k: float(v) for k, v in scalars.items()}}
     with open(self._path, "a") as f:
-      f.write(json.dumps(record) + "\n")
+      f.write(json.dumps(record) + "\n")  # one write: a kill leaves at most one partial line
     prefix = f"seed{seed}/" if self._multi_replica else ""
     for name, value in scalars.items():
       self._tb.add_scalar(f"{prefix}{kind}/{name}", float(value), int(step))
 
   def close(self) -> None:
     """Flushes TensorBoard."""
-    self._tb.close()
+    if self._tb is not None:
+      self._tb.close()

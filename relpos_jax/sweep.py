@@ -23,7 +23,11 @@ trains every run (finished runs are skipped, interrupted ones resume), then
 evaluates them all and writes `<sweep_dir>/eval/`: extrapolation.jsonl,
 extrapolation.md, extrapolation.csv and accuracy_vs_length.png (`python eval.py --sweep_dir
 runs/schemes` redoes only that part). `--runs a,b` restricts the sweep to some
-runs; `--config.num_steps=500` (any key) overrides the base config.
+runs. `--config.KEY=VALUE` (any key) overrides the base config and is applied
+again to every run after the sweep's own settings, so it also reaches inside a
+sub-config the sweep replaces whole (`--config.model.position.num_buckets=16`
+with a sweep over schemes); a key the sweep itself sets per run, or that a
+selected run's config lacks, is refused with a message naming it.
 
 `--sweep_shard i/n` trains only runs i, i+n, i+2n, ... (0-based, in sweep
 order), so n processes or a cluster job array share one sweep directory:
@@ -56,11 +60,14 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
+from relpos_jax import distributed
+from relpos_jax import errors
 from relpos_jax import evaluate
 from relpos_jax import log_setup
 from relpos_jax import results
 from relpos_jax import tables
 from relpos_jax import train_lib
+from relpos_jax import workdir as workdir_lib
 
 Override = Mapping[str, Any]
 _MAPPINGS = (Mapping, ml_collections.ConfigDict)  # a ConfigDict is not a `Mapping`
@@ -250,6 +257,57 @@ def expand(config: ml_collections.ConfigDict,
   return [(name, apply_overrides(config, o)) for name, o in zip(names, overrides)]
 
 
+def apply_command_line(runs: Sequence[tuple[str, ml_collections.ConfigDict]],
+                       overrides: Sequence[Override], command_line: Mapping[str, Any] | None,
+                       ) -> list[tuple[str, ml_collections.ConfigDict]]:
+  """Every run's config with the command-line overrides applied after the sweep's own.
+
+  Args:
+    runs: `expand`'s runs (or a selection of them).
+    overrides: `get_sweep()`'s list (to find the keys the sweep sets).
+    command_line: `{"dotted.key": value}` from `--config.KEY=VALUE` flags.
+
+  Returns:
+    The runs with each override set (a key inside a sub-config the sweep replaced
+    whole is set in the new sub-config).
+
+  Raises:
+    ValueError: an override of a key the sweep sets per run (it would make every
+      run's name wrong), or of a key some run lacks (names the key and the runs).
+  """
+  if not command_line:
+    return list(runs)
+  swept = {k for o in overrides for k in o}
+  for key in command_line:
+    clash = sorted(k for k in swept if k == key or k.startswith(key + "."))
+    if clash:
+      raise ValueError(f"--config.{key} sets what the sweep varies per run ({', '.join(clash)}); "
+                       "drop the flag, or pick runs with --runs")
+  out = []
+  for name, config in runs:
+    for key in command_line:
+      node = config
+      for part in key.split("."):
+        if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+          lacking = [n for n, c in runs if not _has_key(c, key)]
+          raise ValueError(f"--config.{key}: run(s) {', '.join(lacking)} of this sweep have no "
+                           f"key {key} (e.g. another positional scheme); pick runs that do "
+                           "with --runs")
+        node = node[part]
+    out.append((name, apply_overrides(config, command_line)))
+  return out
+
+
+def _has_key(config: ml_collections.ConfigDict, key: str) -> bool:
+  """Whether the dotted `key` exists in `config`."""
+  node = config
+  for part in key.split("."):
+    if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+      return False
+    node = node[part]
+  return True
+
+
 def select(runs: Sequence[tuple[str, Any]], names: Sequence[str] | None) -> list[tuple[str, Any]]:
   """The runs named in `names` (all when None), in sweep order.
 
@@ -368,15 +426,14 @@ def _write_sweep_file(sweep_dir: str, source: str, names: Sequence[str],
 
 def _trained_step(workdir: str, config: ml_collections.ConfigDict) -> int:
   """The step a workdir has reached (0 if new); ValueError if it holds another run."""
-  if not evaluate.has_checkpoint(workdir):
+  if not workdir_lib.has_checkpoint(workdir):
     return 0
-  saved = evaluate.load_config(workdir).to_dict()
-  new = json.loads(config.to_json())
-  changed = [k for k in train_lib.RUN_IDENTITY_KEYS if saved.get(k) != new.get(k)]
+  changed = workdir_lib.identity_changes(workdir_lib.load_config(workdir).to_dict(), config)
   if changed:
     raise ValueError(f"{workdir} holds a run with a different config in {changed}: the sweep "
-                     "changed since it was trained. Delete that workdir or use a new --sweep_dir.")
-  return evaluate.checkpoint_steps(workdir)[-1]
+                     "changed since it was trained (or another command-line override). "
+                     "Delete that workdir or use a new --sweep_dir.")
+  return workdir_lib.checkpoint_steps(workdir)[-1]
 
 
 # ------------------------------------------------------------------- running
@@ -386,7 +443,8 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
               only: Sequence[str] | None = None, shard: str | None = None,
               run_eval: bool = True, lengths: Sequence[int] | None = None,
               batch_size: int | None = None, out_dir: str | None = None,
-              results_dir: str | None = None) -> list[dict]:
+              results_dir: str | None = None,
+              command_line: Mapping[str, Any] | None = None) -> list[dict]:
   """Trains the runs of a sweep into `sweep_dir/<run>`, then evaluates them.
 
   Finished runs (a checkpoint at `num_steps`) are skipped; interrupted ones
@@ -411,24 +469,29 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     batch_size: eval decoding batch size (default: each run's).
     out_dir: the report folder (default `sweep_dir/eval`).
     results_dir: store each run's records in this table folder as it finishes.
+    command_line: `--config.KEY=VALUE` overrides, applied to every run after
+      the sweep's own (see `apply_command_line`).
 
   Returns:
-    The eval records (empty when not evaluated).
+    The eval records (empty when not evaluated, and on processes other than 0
+    of a multi-process run).
 
   Raises:
     ValueError: a bad `shard`, an unknown run in `only`, or a run directory that
       holds a run with another config.
   """
-  shard_spec = parse_shard(shard)
-  base, overrides = load_sweep(config, arg)
-  base = base_config if base_config is not None else base
-  all_runs = expand(base, overrides)
-  runs = select(all_runs, only)
-  mine = shard_runs(runs, shard_spec)
+  with errors.user_errors():
+    shard_spec = parse_shard(shard)
+    base, overrides = load_sweep(config, arg)
+    base = base_config if base_config is not None else base
+    all_runs = expand(base, overrides)
+    runs = apply_command_line(select(all_runs, only), overrides, command_line)
+    mine = shard_runs(runs, shard_spec)
   source = config if isinstance(config, str) else getattr(config, "__file__", str(config))
-  _write_sweep_file(sweep_dir, source, [n for n, _ in all_runs], overrides)
-  if results_dir:
-    results.write_table_meta(results_dir, source, [n for n, _ in all_runs])
+  if distributed.is_writer():
+    _write_sweep_file(sweep_dir, source, [n for n, _ in all_runs], overrides)
+    if results_dir:
+      results.write_table_meta(results_dir, source, [n for n, _ in all_runs])
   if shard_spec:
     logging.info("shard %s: %d of the %d runs: %s", shard, len(mine), len(runs),
                  ", ".join(n for n, _ in mine) or "none")
@@ -440,14 +503,14 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
       continue
     workdir = os.path.join(sweep_dir, name)
     _train_run(workdir, run_config, label)
-    if results_dir and run_eval:
+    if results_dir and run_eval and distributed.is_writer():
       records += evaluate_into_results([workdir], [name], results_dir, lengths=lengths,
                                        batch_size=batch_size)
   if results_dir:
-    if run_eval:
+    if run_eval and distributed.is_writer():
       results.write_table_report(results_dir)
     return records
-  if not run_eval:
+  if not run_eval or not distributed.is_writer():
     return []
   unfinished = [n for n, c in runs if _trained_step(os.path.join(sweep_dir, n), c) < c.num_steps]
   if unfinished:
@@ -502,12 +565,15 @@ def main(argv: Sequence[str]) -> None:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   log_setup.setup()
   config_flag = flags.FLAGS["config"]
+  with errors.user_errors():
+    distributed.initialize(flags.FLAGS.multihost, sweep_shard=bool(flags.FLAGS.sweep_shard))
   records = run_sweep(config_flag.config_filename, flags.FLAGS.sweep_dir,
                       base_config=config_flag.value, only=flags.FLAGS.runs,
                       shard=flags.FLAGS.sweep_shard, run_eval=flags.FLAGS.eval,
                       lengths=[int(n) for n in flags.FLAGS.lengths or []] or None,
                       batch_size=flags.FLAGS.batch_size, out_dir=flags.FLAGS.out,
-                      results_dir=flags.FLAGS.results_dir)
+                      results_dir=flags.FLAGS.results_dir,
+                      command_line=config_flags.get_override_values(config_flag))
   if records:
     print(tables.exact_match_table(records))
     print(tables.error_table(records))
@@ -526,9 +592,10 @@ def _define_flags() -> None:
   flags.DEFINE_string("results_dir", None, "Store each run's eval records in this table folder "
                       "(results/<table>) as soon as it is trained; skip runs stored there.")
   define_shard_flag()
+  distributed.define_flag()
   flags.mark_flags_as_required(["config", "sweep_dir"])
 
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  errors.run(main)

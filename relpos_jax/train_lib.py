@@ -5,18 +5,23 @@ One run trains `config.num_seeds` independently initialised replicas (seeds
 `vmap`ped step; with `num_seeds = 1` that is an ordinary single run. The batch is
 sharded over every device on a `data` mesh axis and parameters are replicated.
 
-The workdir holds `config.json`, `vocab.json`, `checkpoints/<step>/` (orbax, the
-last `keep_checkpoints`), `metrics.jsonl` and `tensorboard/`. A run started on a
-workdir with checkpoints resumes from the latest one: batches, dropout and
-randomized positions are pure functions of (seed, step), so it reaches the same
-final state and metrics as an uninterrupted run.
+The workdir (relpos_jax/workdir.py) holds `config.json`, `vocab.json`,
+`checkpoints/<step>/` (orbax, the last `keep_checkpoints`), `metrics.jsonl` and
+`tensorboard/`. A run started on a workdir with checkpoints resumes from the
+newest readable one (an unreadable one is moved aside with a warning): batches,
+dropout and randomized positions are pure functions of (seed, step), so it
+reaches the same final state and metrics as an uninterrupted run.
+
+Multi-process (relpos_jax/distributed.py): every process builds only its own
+rows of each global batch and takes part in every step and checkpoint save and
+restore; process 0 alone writes config.json, vocab.json, metrics.jsonl and
+TensorBoard.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-import json
-import os
 import time
 from typing import Any
 
@@ -30,16 +35,18 @@ import optax
 import orbax.checkpoint as ocp
 
 from relpos_jax import architectures
+from relpos_jax import distributed
+from relpos_jax import errors
 from relpos_jax import evaluate
 from relpos_jax import losses
 from relpos_jax import metric_writers
 from relpos_jax import model as model_lib
+from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab as vocab_lib
 from relpos_jax.positions import randomized as randomized_lib
 
-# Config keys that must match to resume a workdir (they shape params or data).
-RUN_IDENTITY_KEYS = ("model", "data", "seed", "num_seeds", "randomized")
+RUN_IDENTITY_KEYS = workdir_lib.RUN_IDENTITY_KEYS  # config keys that must match to resume
 
 
 # ------------------------------------------------------------------ optimizer
@@ -154,21 +161,29 @@ def _global_norm(tree) -> jax.Array:
 
 # ------------------------------------------------------------ devices & data
 
-def maybe_initialize_distributed() -> None:
-  """`jax.distributed.initialize()` when a multi-host launcher set its variables."""
-  if os.environ.get("JAX_COORDINATOR_ADDRESS") or int(os.environ.get("SLURM_NTASKS", "1")) > 1:
-    if not jax.distributed.is_initialized():
-      jax.distributed.initialize()
-
-
 def make_mesh() -> jax.sharding.Mesh:
-  """A 1-D mesh over every device, axis `data`."""
+  """A 1-D mesh over every device (of every process), axis `data`."""
   return jax.sharding.Mesh(np.array(jax.devices()), ("data",))
 
 
-def stacked_batch(datasets: list[pipeline.Dataset], step: int, batch_size: int) -> dict:
-  """Each replica's batch of `step`, padded to common lengths, stacked `[N, B, L]`."""
-  batches = [d.train_batch(step, batch_size) for d in datasets]
+def process_rows(batch_size: int) -> slice:
+  """This process's rows of a global batch: process i of n holds rows [i*B/n, (i+1)*B/n)."""
+  rows = batch_size // jax.process_count()
+  return slice(jax.process_index() * rows, (jax.process_index() + 1) * rows)
+
+
+def stacked_batch(datasets: list[pipeline.Dataset], step: int, batch_size: int,
+                  rows: slice | None = None) -> dict:
+  """Each replica's batch of `step` (only `rows` of it), padded to common lengths, `[N, b, L]`.
+
+  The rows are exactly those of the whole batch (same content and padded length):
+  each process builds only its own and the global batch is the same for any
+  number of processes.
+  """
+  if rows is None:
+    batches = [d.train_batch(step, batch_size) for d in datasets]
+  else:
+    batches = [d.train_rows(step, batch_size, rows) for d in datasets]
   out = {}
   for key in ("inputs", "targets"):
     length = max(b[key].shape[1] for b in batches)
@@ -177,83 +192,65 @@ def stacked_batch(datasets: list[pipeline.Dataset], step: int, batch_size: int) 
   return out
 
 
-def shard_batch(batch: dict[str, np.ndarray], sharding) -> dict[str, jax.Array]:
-  """This process's rows of an `[N, B, L]` batch, as global arrays sharded on B."""
-  pi, pc = jax.process_index(), jax.process_count()
-  out = {}
-  for key, value in batch.items():
-    rows = value.shape[1] // pc
-    local = value[:, pi * rows:(pi + 1) * rows]
-    out[key] = jax.make_array_from_process_local_data(sharding, local, value.shape)
-  return out
+def shard_batch(local: dict[str, np.ndarray], sharding, batch_size: int) -> dict[str, jax.Array]:
+  """This process's rows (`process_rows`) of an `[N, B, L]` batch, as global arrays sharded on B."""
+  return {key: jax.make_array_from_process_local_data(
+              sharding, value, (value.shape[0], batch_size, value.shape[2]))
+          for key, value in local.items()}
 
 
 # ----------------------------------------------------------------- checkpoints
-
-def _config_json(config: ml_collections.ConfigDict) -> dict:
-  """The config as plain JSON data (tuples become lists)."""
-  return json.loads(config.to_json())
-
+# The workdir and its checkpoints belong to relpos_jax/workdir.py; these names stay
+# for callers of the earlier API.
 
 def prepare_workdir(config: ml_collections.ConfigDict, workdir: str,
                     vocab: vocab_lib.Vocab) -> None:
-  """Saves config.json and vocab.json; refuses a workdir that holds a different run."""
-  os.makedirs(workdir, exist_ok=True)
-  path = os.path.join(workdir, "config.json")
-  new = _config_json(config)
-  if os.path.exists(path):
-    with open(path) as f:
-      old = json.load(f)
-    changed = [k for k in RUN_IDENTITY_KEYS if old.get(k) != new.get(k)]
-    if changed:
-      raise ValueError(
-          f"workdir {workdir} holds a run with a different config in {changed} "
-          f"(saved: { {k: old.get(k) for k in changed} }); resuming would mix two runs. "
-          "Use a new --workdir, or delete that one.")
-  with open(path, "w") as f:
-    json.dump(new, f, indent=1)
-  vocab.save(os.path.join(workdir, "vocab.json"))
+  """Refuses a workdir that holds a different run; process 0 writes config.json and vocab.json."""
+  workdir_lib.check_identity(config, workdir)
+  if distributed.is_writer():
+    workdir_lib.save_run_files(config, workdir, vocab)
 
 
 def checkpoint_manager(workdir: str, keep: int) -> ocp.CheckpointManager:
-  """Orbax manager for `workdir/checkpoints`: keeps the last `keep`, cleans temp dirs."""
-  options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
-                                         cleanup_tmp_directories=True,
-                                         enable_async_checkpointing=False)
-  return ocp.CheckpointManager(os.path.abspath(os.path.join(workdir, "checkpoints")),
-                               options=options)
+  """The trainer's orbax manager for `workdir/checkpoints` (see `workdir.checkpoint_manager`)."""
+  return workdir_lib.checkpoint_manager(workdir, keep)
 
 
-def restore_or_keep(manager: ocp.CheckpointManager, state: TrainState) -> TrainState:
-  """The latest checkpoint restored into `state`'s structure and shardings, or `state`."""
-  step = manager.latest_step()
-  return state if step is None else _restore(manager, step, state)
+def restore_or_keep(manager: ocp.CheckpointManager, state: TrainState,
+                    workdir: str | None = None) -> TrainState:
+  """The newest readable checkpoint restored into `state`'s structure and shardings, or `state`.
 
+  Unreadable newer checkpoints are moved aside (with `workdir`; by process 0)
+  with a warning naming the step and the error.
+  """
+  def set_aside(step: int) -> None:
+    distributed.barrier(f"read checkpoint {step}")  # every process has tried it
+    if workdir is not None and distributed.is_writer():
+      workdir_lib.set_aside(workdir, step)
+    distributed.barrier(f"moved checkpoint {step}")
 
-def _restore(manager: ocp.CheckpointManager, step: int, like: TrainState) -> TrainState:
-  """Checkpoint `step` in the structure (and shardings) of `like` (arrays or abstract)."""
-  target = flax.serialization.to_state_dict(like)
-  abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, target)
-  restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
-  return flax.serialization.from_state_dict(like, restored)
+  step, restored = workdir_lib.restore_newest_readable(manager, state, on_unreadable=set_aside)
+  if step is not None and step != manager.latest_step():
+    manager.reload()
+  return restored
 
 
 def load_params(workdir: str, config: ml_collections.ConfigDict, model, step: int | None = None):
-  """The parameters `[N, ...]` (all replicas) of a run's checkpoint (latest by default)."""
-  tx, _ = make_optimizer(num_steps=config.num_steps, **config.optimizer)
-  seeds = [config.seed + i for i in range(config.num_seeds)]
-  state = jax.eval_shape(lambda: init_replicas(model, tx, seeds))
-  manager = checkpoint_manager(workdir, config.keep_checkpoints)
-  step = manager.latest_step() if step is None else step
-  if step is None:
-    raise FileNotFoundError(f"no checkpoint in {workdir}/checkpoints; train first")
-  return _restore(manager, step, state).params
+  """The parameters `[N, ...]` (all replicas) of a run's checkpoint (newest readable by default).
+
+  Read-only. `workdir.load_params` also returns the step.
+  """
+  return workdir_lib.load_params(workdir, config, model, step)[1]
 
 
 # ----------------------------------------------------------------- validation
 
 def check_config(config: ml_collections.ConfigDict, model, dataset: pipeline.Dataset) -> None:
   """Fails fast, before any work, on configs that cannot run as asked."""
+  for key in ("num_steps", "batch_size", "eval_batch_size", "log_every", "eval_every",
+              "checkpoint_every", "keep_checkpoints"):
+    if key in config and config[key] < 1:
+      raise ValueError(f"{key} must be >= 1, got {config[key]}; change config key {key}.")
   n_dev = jax.device_count()
   if config.batch_size % n_dev:
     raise ValueError(f"batch_size {config.batch_size} is not divisible by the {n_dev} devices; "
@@ -293,8 +290,12 @@ def evaluate_replica(model, params, dataset, config) -> dict[str, float]:
 
 
 def _replica(tree, i: int):
-  """Replica i of a stacked pytree."""
-  return jax.tree_util.tree_map(lambda x: x[i], tree)
+  """Replica i of a stacked, replicated pytree, on this process's first device.
+
+  A local copy: each process can evaluate it on its own (in a multi-process run
+  the global arrays cannot be used outside a program every process runs).
+  """
+  return jax.tree_util.tree_map(lambda x: x.addressable_data(0)[i], tree)
 
 
 def _format_eta(seconds: float) -> str:
@@ -319,23 +320,32 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     FloatingPointError: a non-finite loss or gradient (names the step; that
       state is never saved).
   """
-  maybe_initialize_distributed()
+  with contextlib.ExitStack() as stack:  # closes the checkpoint manager and the writer
+    return _train(config, workdir, stack)
+
+
+def _train(config: ml_collections.ConfigDict, workdir: str,
+           stack: contextlib.ExitStack) -> TrainState:
+  """The body of `train_and_evaluate`; what needs closing goes on `stack`."""
   seeds = [config.seed + i for i in range(config.num_seeds)]
-  datasets = [pipeline.make_dataset(seed=s, **config.data) for s in seeds]
-  model = architectures.make_model(config.model, vocab_size=datasets[0].vocab.size)
-  check_config(config, model, datasets[0])
-  prepare_workdir(config, workdir, datasets[0].vocab)
+  with errors.user_errors():  # what was asked cannot run: one line from the entry points
+    datasets = [pipeline.make_dataset(seed=s, **config.data) for s in seeds]
+    model = architectures.make_model(config.model, vocab_size=datasets[0].vocab.size)
+    check_config(config, model, datasets[0])
+    prepare_workdir(config, workdir, datasets[0].vocab)
 
   tx, schedule = make_optimizer(num_steps=config.num_steps, **config.optimizer)
   mesh = make_mesh()
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   batch_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "data"))
 
-  manager = checkpoint_manager(workdir, config.keep_checkpoints)
+  manager = stack.enter_context(contextlib.closing(
+      checkpoint_manager(workdir, config.keep_checkpoints)))
   state = jax.device_put(init_replicas(model, tx, seeds), replicated)
-  state = restore_or_keep(manager, state)
+  state = restore_or_keep(manager, state, workdir)
   start = int(state.step[0])
-  metric_writers.truncate_after(workdir, start)
+  if distributed.is_writer():
+    metric_writers.truncate_after(workdir, start)
   if start:
     logging.info("resuming %s from step %d", workdir, start)
 
@@ -344,12 +354,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
   step_fn = jax.jit(jax.vmap(train_step), donate_argnums=0,
                     out_shardings=(replicated, replicated))
   seeds_N = jax.device_put(jnp.asarray(seeds, jnp.int32), replicated)
-  writer = metric_writers.MetricWriter(workdir, multi_replica=config.num_seeds > 1)
+  writer = stack.enter_context(contextlib.closing(metric_writers.MetricWriter(
+      workdir, multi_replica=config.num_seeds > 1, enabled=distributed.is_writer())))
+  rows = process_rows(config.batch_size)
   window: list[dict[str, np.ndarray]] = []
   t_window, t_start = time.perf_counter(), time.perf_counter()
 
   for step in range(start, config.num_steps):
-    batch = shard_batch(stacked_batch(datasets, step, config.batch_size), batch_sharding)
+    batch = shard_batch(stacked_batch(datasets, step, config.batch_size, rows), batch_sharding,
+                        config.batch_size)
     state, metrics = step_fn(state, batch, seeds_N)
     metrics = jax.device_get(metrics)  # waits for the step: needed on multi-device CPU
     _check_finite(metrics, step, seeds)
@@ -378,7 +391,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
       manager.save(done, args=ocp.args.StandardSave(flax.serialization.to_state_dict(state)))
 
   manager.wait_until_finished()
-  writer.close()
   return state
 
 

@@ -289,6 +289,17 @@ def test_eval_batches_errors():
     ds.eval_batches(6, 4)  # raises at the call, not at the first batch
 
 
+@pytest.mark.parametrize("source", [dict(task="copy"), dict(task="duplicate"),
+                                    dict(task="scan", scan_split="length")])
+def test_train_rows_are_exactly_the_rows_of_the_whole_batch(source):
+  dataset = _dataset(seed=3, **source)
+  for step in (0, 7):
+    whole = dataset.train_batch(step, 8)
+    for lo, hi in ((0, 4), (4, 8), (2, 3), (0, 8)):
+      rows = dataset.train_rows(step, 8, slice(lo, hi))
+      _assert_same_batch(rows, {k: v[lo:hi] for k, v in whole.items()})
+  with pytest.raises(ValueError, match="select no example"):
+    dataset.train_rows(0, 8, slice(8, 12))
 def _decoded_rows(ds, batches):
   """The real rows' input texts, in order."""
   return [" ".join(ds.vocab.decode(r)) for b in batches

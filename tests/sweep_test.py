@@ -263,3 +263,31 @@ def test_bad_flags_fail_before_anything_runs(tmp_path):
               "--sweep_shard=0/2")
   assert proc.returncode != 0 and "need a sweep config" in proc.stderr
   assert not os.listdir(tmp_path)
+
+
+def test_command_line_overrides_apply_after_the_sweep_or_are_refused():
+  base, overrides = sweep.load_sweep(str(REPO / "configs/ablations/kazemnejad.py:smoke"))
+  runs = sweep.select(sweep.expand(base, overrides), ["t5+copy", "t5+reverse"])
+  done = sweep.apply_command_line(runs, overrides, {"model.position.num_buckets": 16,
+                                                    "num_steps": 2})
+  assert [c.model.position.num_buckets for _, c in done] == [16, 16]
+  assert [c.num_steps for _, c in done] == [2, 2] and runs[0][1].num_steps != 2
+  everything = sweep.expand(base, overrides)
+  with pytest.raises(ValueError, match=r"--config.model.position.num_buckets: run\(s\) none\+copy"):
+    sweep.apply_command_line(everything, overrides, {"model.position.num_buckets": 16})
+  with pytest.raises(ValueError, match=r"--config.data.task sets what the sweep varies"):
+    sweep.apply_command_line(everything, overrides, {"data.task": "sort"})
+
+
+def test_train_py_applies_a_command_line_override_inside_a_swept_sub_config(tmp_path):
+  proc = _run("train.py", "--config", "configs/ablations/kazemnejad.py:smoke,steps=2",
+              "--workdir", str(tmp_path), "--runs", "t5+copy", "--config.num_seeds=1",
+              "--config.model.position.num_buckets=16", "--config.model.position.max_distance=16")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  saved = json.loads((tmp_path / "t5+copy" / "config.json").read_text())
+  assert saved["model"]["position"]["num_buckets"] == 16
+  assert saved["model"]["position"]["max_distance"] == 16 and saved["num_seeds"] == 1
+  proc = _run("train.py", "--config", "configs/ablations/kazemnejad.py:smoke,steps=2",
+              "--workdir", str(tmp_path / "all"), "--config.model.position.num_buckets=16")
+  assert proc.returncode == 1 and "Traceback" not in proc.stderr
+  assert "error: --config.model.position.num_buckets: run(s) none+copy" in proc.stderr

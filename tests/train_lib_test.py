@@ -135,6 +135,10 @@ def test_replica_i_of_a_multi_seed_run_equals_the_single_run_with_seed_i(tmp_pat
 def test_config_checks_fail_before_any_work(tmp_path):
   with pytest.raises(ValueError, match="checkpoint_every"):
     train_lib.train_and_evaluate(_smoke(checkpoint_every=4), str(tmp_path / "a"))
+  for key, value in (("num_steps", -1), ("num_steps", 0), ("eval_every", 0),
+                     ("log_every", -3), ("checkpoint_every", 0)):
+    with pytest.raises(ValueError, match=f"{key} must be >= 1, got {value}; change config key"):
+      train_lib.train_and_evaluate(_smoke(**{key: value}), str(tmp_path / "a"))
   bad = _smoke()
   bad.model.position = default.get_config("scheme=learned,smoke").model.position
   bad.model.position.max_len = 4

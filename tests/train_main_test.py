@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -87,3 +88,48 @@ def test_eight_simulated_devices_give_the_same_losses(tmp_path):
   assert one.returncode == 0 and eight.returncode == 0, eight.stderr[-3000:]
   losses = lambda w: [r["loss"] for r in _records(w)]
   np.testing.assert_allclose(losses(tmp_path / "one"), losses(tmp_path / "eight"), atol=1e-5)
+
+
+def _messages(stderr):
+  """stderr without absl's log lines (`I1201 10:00:00.000 ...`) and orbax's warnings."""
+  return [line for line in stderr.splitlines()
+          if line.strip() and not re.match(r"[IWEF]\d{4} |WARNING:", line)]
+
+
+def test_config_mistakes_are_one_line_naming_the_key(tmp_path):
+  cases = [
+      (["--config", "configs/default.py:smoke,scheme=rotary"], {}, "unknown scheme 'rotary'"),
+      (["--config", "configs/default.py:smoke", "--config.num_steps=-1"], {},
+       "num_steps must be >= 1, got -1; change config key num_steps"),
+      (["--config", "configs/default.py:smoke", "--config.eval_every=0"], {},
+       "config key eval_every"),
+      (["--config", "configs/default.py:smoke", "--config.data.task=scan",
+        "--config.data.scan_split=bogus"], {}, "unknown SCAN split 'bogus'"),
+      (["--config", "configs/default.py:smoke"], {"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1"},
+       "JAX_NUM_PROCESSES, JAX_PROCESS_ID not"),
+  ]
+  for flags, env, message in cases:
+    proc = _train(tmp_path / "w", *flags, env=env)
+    assert proc.returncode == 1, (flags, proc.stderr[-2000:])
+    lines = _messages(proc.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (
+        flags, proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr
+  assert not (tmp_path / "w" / "metrics.jsonl").exists()
+  proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), "--workdir", str(tmp_path / "w")],
+                        cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 1 and "Traceback" not in proc.stderr
+  assert _messages(proc.stderr) == [
+      f"error: nothing to evaluate: none of ['{tmp_path / 'w'}'] holds a checkpoint"]
+
+
+def test_sweep_shards_under_a_multi_task_slurm_step_train_independently(tmp_path):
+  # srun -n 4 python train.py ... --sweep_shard $SLURM_PROCID/4: four independent shards;
+  # joining one jax.distributed job would wait for the other three tasks forever.
+  slurm = {"SLURM_JOB_ID": "1", "SLURM_NTASKS": "4", "SLURM_STEP_NUM_TASKS": "4",
+           "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_STEP_NODELIST": "localhost"}
+  proc = _train(tmp_path, "--config", "configs/ablations/schemes.py:smoke,num_seeds=1,steps=2",
+                "--sweep_shard", "0/40", env=slurm)  # shard 0 of 40: only the first run
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "training as an independent process" in proc.stderr
+  assert (tmp_path / "none+copy" / "checkpoints" / "2").exists()

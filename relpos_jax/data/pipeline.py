@@ -110,6 +110,36 @@ class Dataset:
                        f"batch_size={batch_size}")
     return make_batch(self._train_examples(step, batch_size), self.length_buckets)
 
+  def train_rows(self, step: int, batch_size: int, rows: slice) -> Batch:
+    """Rows `rows` of `train_batch(step, batch_size)`, building only those rows.
+
+    Equal to `train_batch(step, batch_size)[key][rows]` for each key: the same
+    examples, padded to the whole batch's lengths. A process of a multi-process
+    run builds only its own rows. (Synthetic tasks still draw the step's examples
+    from one rng stream, which is cheap; encoding and padding are per row.)
+
+    Args:
+      step: training step (>= 0).
+      batch_size: rows of the whole batch.
+      rows: a slice of range(batch_size).
+
+    Returns:
+      {"inputs": int32 [b, S], "targets": int32 [b, T]}, S and T those of the whole batch.
+    """
+    if step < 0 or batch_size < 1:
+      raise ValueError(f"need step >= 0 and batch_size >= 1, got step={step}, "
+                       f"batch_size={batch_size}")
+    examples = self._train_examples(step, batch_size)
+    mine = examples[rows]
+    if not mine:
+      raise ValueError(f"rows {rows} of a batch of {batch_size} select no example")
+    lengths = (bucket_length(max(len(x) for x, _ in examples), self.length_buckets),
+               bucket_length(max(len(y) for _, y in examples) + 1, self.length_buckets))
+    batch = make_batch(mine, self.length_buckets)
+    return {key: np.pad(batch[key], ((0, 0), (0, n - batch[key].shape[1])),
+                        constant_values=vocab_lib.PAD_ID)
+            for key, n in zip(("inputs", "targets"), lengths)}
+
   def train_iterator(self, batch_size: int, start_step: int = 0) -> Iterator[Batch]:
     """Yields `train_batch(step, batch_size)` for step = start_step, start_step + 1, ... forever.
 

@@ -1,0 +1,53 @@
+"""What produced a result: package versions, the JAX backend and the code's git commit.
+
+`provenance()` goes into every run's config.json (key `provenance`, not part of
+the run identity) so a number in a table can be traced to the stack and the
+code that made it.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import metadata
+import os
+import platform
+import subprocess
+from typing import Any
+
+import jax
+
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy")
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def versions() -> dict[str, str | None]:
+  """Installed version of each of `PACKAGES` (None where not installed)."""
+  out = {}
+  for name in PACKAGES:
+    try:
+      out[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+      out[name] = None
+  return out
+
+
+@functools.lru_cache(maxsize=1)
+def git_state(repo: str = _REPO) -> dict[str, Any]:
+  """`{"commit": sha or None, "dirty": bool or None}` of the checkout holding this code."""
+  def git(*args: str) -> str | None:
+    try:
+      return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True,
+                            timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+      return None
+
+  commit = git("rev-parse", "HEAD")
+  status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+  return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def provenance() -> dict[str, Any]:
+  """Versions, Python, backend, device and process counts, and the git commit."""
+  return {"versions": versions(), "python": platform.python_version(),
+          "backend": jax.default_backend(), "device_count": jax.device_count(),
+          "process_count": jax.process_count(), "git": git_state()}

@@ -1,0 +1,122 @@
+"""Two processes on this machine train one run (README, "Multi-host"): same losses as one
+process on two devices, one writer, kill both and rerun both, eval.py reads the result."""
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# The README's command (configs/default.py:smoke), with rsqrt decay so that a run cut
+# short is a prefix of a longer one, checkpoints every 3 steps, and (to compile less)
+# one input length and the in-training eval at the end only.
+FLAGS = ["--config", "configs/default.py:smoke", "--config.optimizer.decay=rsqrt",
+         "--config.log_every=3", "--config.eval_every=1000", "--config.checkpoint_every=3",
+         "--config.data.min_train_length=6"]
+STEPS = 9
+
+
+def _env(**extra):
+  env = {k: v for k, v in os.environ.items()
+         if not k.startswith(("JAX_", "SLURM_")) and k != "XLA_FLAGS"}
+  return {**env, "JAX_PLATFORMS": "cpu", **extra}
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _start_pair(workdir, steps, logs):
+  """`train.py` as processes 0 and 1 of one job (the README's hand launch)."""
+  port = _free_port()
+  procs = []
+  for index in (0, 1):
+    env = _env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2",
+               JAX_PROCESS_ID=str(index))
+    out = open(logs / f"process{index}.{len(list(logs.iterdir()))}.log", "w")
+    procs.append(subprocess.Popen(
+        [sys.executable, "train.py", "--workdir", str(workdir), *FLAGS,
+         f"--config.num_steps={steps}"], cwd=ROOT, env=env, stdout=out,
+        stderr=subprocess.STDOUT))
+  return procs
+
+
+def _wait(procs, timeout=240):
+  deadline = time.time() + timeout
+  for proc in procs:
+    proc.wait(timeout=max(deadline - time.time(), 1))
+  return [proc.returncode for proc in procs]
+
+
+def _records(workdir, kind="train"):
+  with open(pathlib.Path(workdir) / "metrics.jsonl") as f:
+    return [r for r in map(json.loads, f) if r["kind"] == kind]
+
+
+def _checkpoints(workdir):
+  directory = pathlib.Path(workdir) / "checkpoints"
+  return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) \
+      if directory.exists() else []
+
+
+@pytest.mark.slow
+def test_two_processes_train_one_run_like_one_process_on_two_devices(tmp_path):
+  logs = tmp_path / "logs"
+  logs.mkdir()
+  # Reference: one process, two simulated devices, the same global batch.
+  one = subprocess.run([sys.executable, "train.py", "--workdir", str(tmp_path / "one"), *FLAGS,
+                        f"--config.num_steps={STEPS}"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=240,
+                       env=_env(XLA_FLAGS="--xla_force_host_platform_device_count=2"))
+  assert one.returncode == 0, one.stderr[-3000:]
+
+  # Two processes, killed (kill -9, both) once they have saved a checkpoint.
+  workdir = tmp_path / "two"
+  procs = _start_pair(workdir, 200, logs)
+  deadline = time.time() + 240
+  while time.time() < deadline and not _checkpoints(workdir):
+    assert all(p.poll() is None for p in procs), (logs / "process0.0.log").read_text()[-3000:]
+    time.sleep(0.05)
+  for proc in procs:
+    proc.send_signal(signal.SIGKILL)
+  _wait(procs)
+  saved = _checkpoints(workdir)
+  assert saved and saved[-1] < STEPS, saved
+
+  # Rerun both: they resume from that checkpoint and finish.
+  procs = _start_pair(workdir, STEPS, logs)
+  codes = _wait(procs)
+  texts = [(logs / f"process{i}.{2 + i}.log").read_text() for i in (0, 1)]
+  assert codes == [0, 0], texts[0][-3000:] + texts[1][-3000:]
+  assert all(f"resuming {workdir} from step {saved[-1]}" in t for t in texts)
+
+  # The same losses as the one-process run (to float tolerance: gloo sums in another order).
+  losses = lambda w: [(r["step"], r["loss"]) for r in _records(w)]
+  assert [s for s, _ in losses(workdir)] == [3, 6, 9]  # each step logged once
+  np.testing.assert_allclose([l for _, l in losses(workdir)],
+                             [l for _, l in losses(tmp_path / "one")], rtol=1e-5)
+
+  # One writer: one checkpoint directory, one TensorBoard file per launch, no stray files.
+  assert _checkpoints(workdir) == [6, 9]
+  assert len(list((workdir / "tensorboard").iterdir())) == 2
+  assert sorted(p.name for p in workdir.iterdir()) == [
+      "checkpoints", "config.json", "metrics.jsonl", "tensorboard", "vocab.json"]
+  config = json.loads((workdir / "config.json").read_text())
+  assert config["provenance"]["process_count"] == 2
+
+  # eval.py (one process) reads the checkpoint the two processes wrote.
+  proc = subprocess.run([sys.executable, "eval.py", "--workdir", str(workdir), "--lengths", "4",
+                         "--num_examples", "2"], cwd=ROOT, capture_output=True, text=True,
+                        timeout=240, env=_env())
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  records = [json.loads(line) for line in open(workdir / "eval" / "extrapolation.jsonl")]
+  assert [(r["step"], r["length"]) for r in records] == [(STEPS, 4)]
