@@ -296,10 +296,11 @@ class EncoderDecoder(nn.Module):
 def freeze_position(module: nn.Module) -> None:
   """Stores `module.position` as a hashable FrozenDict (T5's defaults for None).
 
-  Immutable and hashable, so the module can be a static `jit` argument.
+  Immutable and hashable, so the module can be a static `jit` argument; nested
+  sections (RoPE's `scaling`) become plain dicts, which FrozenDict freezes too.
   """
   position = positions.default_config("t5") if module.position is None else module.position
-  object.__setattr__(module, "position", flax.core.FrozenDict(dict(position)))
+  object.__setattr__(module, "position", flax.core.FrozenDict(positions.plain(position)))
 
 
 def check_norm(norm: str) -> None:
