@@ -199,11 +199,12 @@ TASKS: dict[str, Task] = {
     "sort": Task(sort, 1, lambda n: n),
     "duplicate": Task(duplicate, 1, lambda n: 2 * n),
     "odds_first": Task(odds_first, 1, lambda n: n),
-    "add": Task(add, 3, lambda n: n - 1, extra_symbols=("+",)),
+    # Before "add", so that task listings in error messages still end "..., add, scan, ...".
     "add_index_hints": Task(
         add_index_hints, 5, lambda n: 2 * ((n - 1) // 2),
         extra_symbols=("+",) + tuple(f"h{k}" for k in range(NUM_INDEX_HINTS)),
         max_length=INDEX_HINTS_MAX_LENGTH, odd_lengths_only=True),
+    "add": Task(add, 3, lambda n: n - 1, extra_symbols=("+",)),
 }
 
 
