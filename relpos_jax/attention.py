@@ -40,7 +40,7 @@ def length_scale(num_keys_BxQ: Array, train_keys: int) -> Array:
   """`log(n) / log(n_train)`: the logit multiplier of length-scaled attention.
 
   Chiang & Cholak 2022 ("Overcoming a Theoretical Limitation of Self-Attention",
-  ACL, §5) multiply the attention logits by log n, n the number of keys, so that
+  ACL) multiply the attention logits by log n, n the number of keys, so that
   attention can stay as sharp on long inputs as on short ones; Scalable-Softmax
   (Nakanishi 2025) is the same with a learned factor. Dividing by log n_train makes
   the multiplier 1 at the training length, so a model trained without the scale sees

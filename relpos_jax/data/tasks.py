@@ -134,7 +134,7 @@ def index_hinted(digits: np.ndarray, offset: int, vocab_size: int) -> np.ndarray
 
 def add_index_hints(rng: np.random.Generator, length: int, vocab_size: int) -> Example:
   """`add` with index hints (Zhou et al. 2024, "Transformers Can Achieve Length
-  Generalization But Not Robustly", §2: reversed format plus index hints).
+  Generalization But Not Robustly": reversed format plus index hints).
 
   The reversed format is `add`'s: operands and sum least significant digit first.
   Index hints put a marker before every digit, the same marker for the same digit

@@ -1,6 +1,6 @@
 """FIRE: functional interpolation for relative positions (Li, You, Guruganesh et al.
 2023, "Functional Interpolation for Relative Positions Improves Long Context
-Transformers", ICLR 2024, §3.2-3.3, eq. 4; Appendix: the reference PyTorch module).
+Transformers", ICLR 2024; its appendix gives the reference PyTorch module).
 
 A learned function of the distance, normalised by the query's position:
 

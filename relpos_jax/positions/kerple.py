@@ -1,5 +1,5 @@
 """KERPLE, logarithmic variant (Chi, Fan, Ramadge & Rudnicky 2022, "KERPLE: Kernelized
-Relative Positional Embedding for Length Extrapolation", NeurIPS, §4, eq. "log").
+Relative Positional Embedding for Length Extrapolation", NeurIPS; its "log" kernel).
 
 Each head h adds a learned, conditionally positive definite kernel of the distance:
 

@@ -34,7 +34,7 @@ with plain RoPE loads unchanged) replaces the frequencies by those of
   already in the decode cache (rotated under the old base) inconsistently with new
   queries, so cached decoding would no longer equal the full forward pass.
 - `yarn` (Peng et al. 2023, "YaRN: Efficient Context Window Extension of Large
-  Language Models", §3.2-3.4): frequencies with fewer than `beta_slow` rotations
+  Language Models"): frequencies with fewer than `beta_slow` rotations
   over the original length are interpolated (/ factor), those with more than
   `beta_fast` are kept, a linear ramp in between; plus the attention factor
   `0.1 ln(factor) + 1`, which HF multiplies into cos and sin, i.e. into the rotated
