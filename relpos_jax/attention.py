@@ -3,6 +3,7 @@
     q, k, v = x_q W_Q, x_kv W_K, x_kv W_V                    (per head, dim K)
     q, k    = scheme.rotate(q, qpos), scheme.rotate(k, kpos)
     logits  = q·k / sqrt(K) + scheme.logit_bias(q, k, qpos, kpos)
+    logits  = logits * log(n) / log(n_train)                (optional, see `length_scale`)
     w       = softmax(logits masked)                        (dropout on w)
     out     = (w·v + scheme.value_term(w, qpos, kpos)) W_O
 
@@ -22,6 +23,8 @@ cache (and the encoder's keys/values) at every generated token.
 
 from __future__ import annotations
 
+import math
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -33,10 +36,35 @@ Array = jax.Array
 _MASKED = -1e30  # finite, so rows with every key masked stay NaN-free
 
 
+def length_scale(num_keys_BxQ: Array, train_keys: int) -> Array:
+  """`log(n) / log(n_train)`: the logit multiplier of length-scaled attention.
+
+  Chiang & Cholak 2022 ("Overcoming a Theoretical Limitation of Self-Attention",
+  ACL) multiply the attention logits by log n, n the number of keys, so that
+  attention can stay as sharp on long inputs as on short ones; Scalable-Softmax
+  (Nakanishi 2025) is the same with a learned factor. Dividing by log n_train makes
+  the multiplier 1 at the training length, so a model trained without the scale sees
+  nearly unscaled logits there. n counts the keys each query may attend to (its
+  unmasked keys: a causal query at position t of an unpadded sequence sees t + 1),
+  floored at 1 (log 1 = 0: a query with one key attends to it whatever the logits).
+  E.g. n_train = 16: n = 1, 4, 16, 64 give 0, 0.5, 1, 1.5.
+
+  Args:
+    num_keys_BxQ: keys each query sees (int or float).
+    train_keys: n_train >= 2.
+
+  Returns:
+    float32 `[B, Q]`.
+  """
+  n_BxQ = jnp.maximum(jnp.asarray(num_keys_BxQ, jnp.float32), 1.0)
+  return jnp.log(n_BxQ) / math.log(train_keys)
+
+
 def dot_product_attention(q_BxQxHxK: Array, k_BxKxHxK: Array, v_BxKxHxK: Array,
                           qpos_BxQ: Array | None, kpos_BxK: Array | None,
                           mask_BxQxK: Array | None, scheme: base.PositionScheme | None,
-                          dropout: nn.Module | None = None) -> Array:
+                          dropout: nn.Module | None = None, length_scale_train_keys: int = 0
+                          ) -> Array:
   """Scaled dot-product attention with a scheme's logit and value terms.
 
   Args:
@@ -45,12 +73,13 @@ def dot_product_attention(q_BxQxHxK: Array, k_BxKxHxK: Array, v_BxKxHxK: Array,
     mask_BxQxK: True where query i may attend to key j (None: everywhere).
     scheme: the positional scheme, or None (cross-attention).
     dropout: an `nn.Dropout` applied to the weights, or None.
+    length_scale_train_keys: n_train of `length_scale` (0: no length scaling).
 
   Returns:
     `[B, Q, H, K]` attention output before the output projection.
   """
   return _attend(q_BxQxHxK, heads_first(k_BxKxHxK), heads_first(v_BxKxHxK), qpos_BxQ,
-                 kpos_BxK, mask_BxQxK, scheme, dropout)
+                 kpos_BxK, mask_BxQxK, scheme, dropout, length_scale_train_keys)
 
 
 def heads_first(x_BxLxHxK: Array) -> Array:
@@ -59,7 +88,7 @@ def heads_first(x_BxLxHxK: Array) -> Array:
 
 
 def _attend(q_BxQxHxK, k_BxHxKxK, v_BxHxKxK, qpos_BxQ, kpos_BxK, mask_BxQxK, scheme,
-            dropout):
+            dropout, length_scale_train_keys=0):
   """`dot_product_attention` with head-major keys and values `[B, H, K, Kd]`.
 
   Both matmuls run head-major (batch dims leading), so XLA needs no transposes
@@ -74,6 +103,11 @@ def _attend(q_BxQxHxK, k_BxHxKxK, v_BxHxKxK, qpos_BxQ, kpos_BxK, mask_BxQxK, sch
                                      kpos_BxK)
     if bias_BxHxQxK is not None:
       logits_BxHxQxK = logits_BxHxQxK + bias_BxHxQxK
+  if length_scale_train_keys:
+    B, H, Q, K = logits_BxHxQxK.shape
+    n_BxQ = jnp.full((B, Q), K) if mask_BxQxK is None else mask_BxQxK.sum(axis=-1)
+    scale_BxQ = length_scale(n_BxQ, length_scale_train_keys)
+    logits_BxHxQxK = (logits_BxHxQxK * scale_BxQ[:, None, :, None]).astype(logits_BxHxQxK.dtype)
   if mask_BxQxK is not None:
     logits_BxHxQxK = jnp.where(mask_BxQxK[:, None], logits_BxHxQxK, _MASKED)
   w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK.astype(jnp.float32), axis=-1).astype(q_BxQxHxK.dtype)
@@ -96,6 +130,8 @@ class Attention(nn.Module):
     d_model: output width D.
     dropout_rate: dropout on the attention weights.
     scheme: positional scheme (shared or per layer; None for cross-attention).
+    length_scale_train_keys: n_train of length-scaled attention (`length_scale`;
+      0: off). With `decode`, n counts the cached keys too, as the full pass does.
   """
 
   num_heads: int
@@ -103,6 +139,7 @@ class Attention(nn.Module):
   d_model: int
   dropout_rate: float = 0.0
   scheme: base.PositionScheme | None = None
+  length_scale_train_keys: int = 0
 
   def setup(self):
     dense = lambda name: nn.DenseGeneral((self.num_heads, self.head_dim), use_bias=False,
@@ -166,7 +203,7 @@ class Attention(nn.Module):
     dropout = None if deterministic or self.dropout_rate == 0.0 else (
         lambda w: self.dropout(w, deterministic=False))
     out_BxQxHxK = _attend(q_BxQxHxK, k_BxHxKxK, v_BxHxKxK, qpos_BxQ, kpos_BxK, mask_BxQxK,
-                          self.scheme, dropout)
+                          self.scheme, dropout, self.length_scale_train_keys)
     return self.out(out_BxQxHxK)
 
 

@@ -90,6 +90,9 @@ class DecoderOnly(nn.Module):
     share_embeddings: tie the output projection to the token embeddings.
     prefix_lm: bidirectional attention among the input tokens.
     position: `{"name": scheme, **scheme keys}` (see `positions.default_config`).
+    length_scaled_attention: multiply the attention logits by log(n) / log(n_train),
+      n the keys a query sees (`attention.length_scale`; Chiang & Cholak 2022).
+    length_scale_train_keys: n_train (>= 2 when `length_scaled_attention`).
   """
 
   vocab_size: int
@@ -103,6 +106,8 @@ class DecoderOnly(nn.Module):
   share_embeddings: bool = True
   prefix_lm: bool = False
   position: Mapping[str, Any] | None = None  # None: T5's defaults
+  length_scaled_attention: bool = False
+  length_scale_train_keys: int = 0
 
   # Input and target positions are one running sequence: randomized positions
   # must be drawn jointly over both (train_lib).
@@ -118,7 +123,7 @@ class DecoderOnly(nn.Module):
     self.decoder = model_lib.Stack(
         self.num_layers, self.d_model, self.num_heads, self.head_dim, self.d_ff,
         self.dropout_rate, self.norm, self.position, causal=not self.prefix_lm, has_cross=False,
-        name="decoder")
+        length_scale_train_keys=model_lib.attention_train_keys(self), name="decoder")
     if not self.share_embeddings:
       self.logits_dense = nn.Dense(self.vocab_size, use_bias=False, name="logits")
 

@@ -68,11 +68,13 @@ class Block(nn.Module):
   norm: str
   has_cross: bool
   scheme: positions.PositionScheme | None
+  length_scale_train_keys: int = 0  # length-scaled attention's n_train (0: off)
 
   def setup(self):
     norm = NORMS[self.norm]
     attn = lambda scheme, name: attention.Attention(
-        self.num_heads, self.head_dim, self.d_model, self.dropout_rate, scheme, name=name)
+        self.num_heads, self.head_dim, self.d_model, self.dropout_rate, scheme,
+        self.length_scale_train_keys, name=name)
     self.self_norm = norm()
     self.self_attention = attn(self.scheme, "self_attention")
     if self.has_cross:
@@ -101,6 +103,8 @@ class Stack(nn.Module):
 
   `causal` is the scheme's direction (T5's unidirectional buckets); the attention
   mask is the caller's. `has_cross` adds cross-attention to every block.
+  `length_scale_train_keys` > 0 turns on length-scaled attention in every block
+  (`attention.length_scale`).
   """
 
   num_layers: int
@@ -113,6 +117,7 @@ class Stack(nn.Module):
   position: Mapping[str, Any]
   causal: bool
   has_cross: bool
+  length_scale_train_keys: int = 0
 
   def _make_scheme(self, **module_kwargs) -> positions.PositionScheme:
     """This stack's scheme module from the position config."""
@@ -131,7 +136,8 @@ class Stack(nn.Module):
         schemes = [self._make_scheme(name=f"position_{i}") for i in range(self.num_layers)]
     self.layers = [
         Block(self.d_model, self.num_heads, self.head_dim, self.d_ff, self.dropout_rate,
-              self.norm, has_cross=self.has_cross, scheme=schemes[i], name=f"layer_{i}")
+              self.norm, has_cross=self.has_cross, scheme=schemes[i],
+              length_scale_train_keys=self.length_scale_train_keys, name=f"layer_{i}")
         for i in range(self.num_layers)]
     self.final_norm = NORMS[self.norm]()
     self.dropout = nn.Dropout(self.dropout_rate)
@@ -164,6 +170,9 @@ class EncoderDecoder(nn.Module):
     norm: "rms" (RMSNorm) or "layer" (LayerNorm).
     share_embeddings: tie the output projection to the token embeddings.
     position: `{"name": scheme, **scheme keys}` (see `positions.default_config`).
+    length_scaled_attention: multiply every attention's logits by log(n) / log(n_train),
+      n the keys a query sees (`attention.length_scale`; Chiang & Cholak 2022).
+    length_scale_train_keys: n_train (>= 2 when `length_scaled_attention`).
   """
 
   vocab_size: int
@@ -177,6 +186,8 @@ class EncoderDecoder(nn.Module):
   norm: str = "rms"
   share_embeddings: bool = True
   position: Mapping[str, Any] | None = None  # None: T5's defaults
+  length_scaled_attention: bool = False
+  length_scale_train_keys: int = 0
 
   def __post_init__(self):
     freeze_position(self)
@@ -186,7 +197,8 @@ class EncoderDecoder(nn.Module):
     check_norm(self.norm)
     stack = lambda n, causal, name: Stack(
         n, self.d_model, self.num_heads, self.head_dim, self.d_ff, self.dropout_rate,
-        self.norm, self.position, causal, has_cross=causal, name=name)
+        self.norm, self.position, causal, has_cross=causal,
+        length_scale_train_keys=attention_train_keys(self), name=name)
     self.embedding = token_embedding(self)
     self.encoder = stack(self.num_encoder_layers, False, "encoder")
     self.decoder = stack(self.num_decoder_layers, True, "decoder")
@@ -296,10 +308,11 @@ class EncoderDecoder(nn.Module):
 def freeze_position(module: nn.Module) -> None:
   """Stores `module.position` as a hashable FrozenDict (T5's defaults for None).
 
-  Immutable and hashable, so the module can be a static `jit` argument.
+  Immutable and hashable, so the module can be a static `jit` argument; nested
+  sections (RoPE's `scaling`) become plain dicts, which FrozenDict freezes too.
   """
   position = positions.default_config("t5") if module.position is None else module.position
-  object.__setattr__(module, "position", flax.core.FrozenDict(dict(position)))
+  object.__setattr__(module, "position", flax.core.FrozenDict(positions.plain(position)))
 
 
 def check_norm(norm: str) -> None:
@@ -307,6 +320,21 @@ def check_norm(norm: str) -> None:
   if norm not in NORMS:
     raise ValueError(f"unknown norm {norm!r} (config key model.norm); "
                      f"choose one of: {', '.join(NORMS)}")
+
+
+def attention_train_keys(module: nn.Module) -> int:
+  """`length_scale_train_keys` if `length_scaled_attention` is on, else 0 (off).
+
+  Raises ValueError (naming the config keys) if it is on with n_train < 2.
+  """
+  if not module.length_scaled_attention:
+    return 0
+  if module.length_scale_train_keys < 2:
+    raise ValueError(
+        "model.length_scaled_attention needs model.length_scale_train_keys >= 2 (the keys a "
+        "query sees at the training length, where the logit scale log(n)/log(n_train) is 1); "
+        f"got {module.length_scale_train_keys}.")
+  return module.length_scale_train_keys
 
 
 def token_embedding(module: nn.Module) -> nn.Embed:

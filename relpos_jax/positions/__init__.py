@@ -14,6 +14,8 @@ import ml_collections
 
 from relpos_jax.positions import alibi
 from relpos_jax.positions import base
+from relpos_jax.positions import fire
+from relpos_jax.positions import kerple
 from relpos_jax.positions import learned
 from relpos_jax.positions import nope
 from relpos_jax.positions import rope
@@ -33,6 +35,8 @@ SCHEMES: dict[str, type[base.PositionScheme]] = {
     "rope": rope.RoPE,
     "alibi": alibi.ALiBi,
     "xl": xl.TransformerXL,
+    "kerple": kerple.KerpleLog,
+    "fire": fire.FIRE,
 }
 
 
@@ -46,9 +50,21 @@ def scheme_class(name: str) -> type[base.PositionScheme]:
 def config_fields(name: str) -> dict[str, Any]:
   """The user config keys of scheme `name` and their defaults (context fields excluded)."""
   cls = scheme_class(name)
-  return {f.name: f.default for f in dataclasses.fields(cls)
+  return {f.name: plain(f.default) for f in dataclasses.fields(cls)
           if f.init and f.name not in base.CONTEXT_FIELDS + ("parent", "name")
           and f.default is not dataclasses.MISSING}
+
+
+def plain(value: Any) -> Any:
+  """`value` with every nested mapping (FrozenDict, ConfigDict) turned into a plain dict.
+
+  A scheme's nested config section (RoPE's `scaling`) is a FrozenDict default in
+  the class and a nested ConfigDict in the config; the model stores it as plain
+  dicts inside its FrozenDict, which keeps the module hashable.
+  """
+  if hasattr(value, "items"):
+    return {k: plain(v) for k, v in value.items()}
+  return value
 
 
 def default_config(name: str) -> ml_collections.ConfigDict:

@@ -1,0 +1,117 @@
+"""The methods the field uses now to extrapolate: decoder-only, 6 schemes × {copy, reverse,
+addition with index hints}, plus randomized positions and eval-time RoPE scaling.
+
+Training-time methods (one run each, 3 seeds trained together):
+
+- schemes: NoPE, RoPE, ALiBi, KERPLE-log (Chi et al. 2022), FIRE (Li et al. 2023) and
+  T5's bias, each on copy, reverse and `add_index_hints` (Zhou et al. 2024: reversed
+  digits with index hints; see relpos_jax/data/tasks.py);
+- randomized positions (Ruoss et al. 2023) with FIRE and with RoPE on addition, the
+  combination Zhou et al. found to extrapolate (FIRE + randomized + index hints).
+
+Eval-time methods (no training: rows evaluated from the RoPE runs' checkpoints, whose
+parameters are unchanged by scaling): position interpolation (Chen et al. 2023),
+dynamic NTK and YaRN (Peng et al. 2023), scaled from the longest training sequence to
+the longest eval sequence (factor 2; `rope_eval_overrides(task)` gives the keys):
+
+  python eval.py --workdir runs/extrapolation_methods/rope+copy \
+      --override model.position.scaling.type=linear \
+      --override model.position.scaling.factor=2.0
+  python eval.py --workdir runs/extrapolation_methods/rope+copy \
+      --override model.position.scaling.type=dynamic_ntk \
+      --override model.position.scaling.factor=2.0 \
+      --override model.position.scaling.original_max_position=41 \
+      --override model.position.scaling.eval_length=81
+  python eval.py --workdir runs/extrapolation_methods/rope+copy \
+      --override model.position.scaling.type=yarn \
+      --override model.position.scaling.factor=2.0 \
+      --override model.position.scaling.original_max_position=41
+
+and the same for rope+reverse (same numbers) and rope+add_index_hints
+(original_max_position=82, eval_length=162). Lengths here count decoder positions:
+a copy example of n tokens spans positions 0..2n (input, SEP, target), so training
+(n <= 20) reaches 41 positions and the longest eval (n = 40) 81; addition trains on
+inputs of up to 41 tokens (82 positions with the 40-token target and SEP) and is
+evaluated up to 81 (162). dynamic_ntk uses the static eval_length (a length-dependent
+base would rotate cached keys inconsistently; see positions/rope.py).
+
+Setup: configs/ablations/kazemnejad.py's decoder-only model (4 layers, d_model 64, 4
+heads) at configs/default.py's `ablation` size (1,000 steps of batch 32). Copy and
+reverse train on lengths 1-20 and are evaluated at 5-40; addition trains on inputs of
+5-41 tokens (2-20 digits in the two operands together; odd lengths, 2 tokens per
+digit plus "+") and is evaluated at 11-81 (up to 40 digits, 2x); 64 examples per
+length. At this size the runs may not converge (DESIGN.md, "Calibration"): read the
+† marks, and use `--config.num_steps` (e.g. 6000) and a wider model for a citable table.
+
+  python train.py --config configs/ablations/extrapolation_methods.py --workdir runs/extrapolation_methods
+  python train.py --config configs/ablations/extrapolation_methods.py:smoke \
+      --workdir /tmp/extrapolation --runs fire+copy           # seconds
+
+20 runs. Expected runtime: ~3 min per run on 2 CPU cores for copy and reverse
+(kazemnejad.py's), longer for addition (sequences of up to 83 tokens instead of 41),
+roughly 1.5 h in all (`--sweep_shard i/n` splits them over n processes). Arguments:
+those of configs/default.py (`num_seeds`, `steps`, `smoke`, ...); scheme and task are
+set per run.
+"""
+
+import os
+from typing import Any
+
+import ml_collections
+
+from relpos_jax import positions
+from relpos_jax import sweep
+
+_CONFIGS = os.path.join(os.path.dirname(__file__), "..")
+_DEFAULT = sweep.load_module(os.path.join(_CONFIGS, "default.py"))
+_KAZEMNEJAD = sweep.load_module(os.path.join(_CONFIGS, "ablations", "kazemnejad.py"))
+SCHEMES = ("none", "rope", "alibi", "kerple", "fire", "t5")
+SYNTHETIC_TASKS = ("copy", "reverse")
+ADDITION = "add_index_hints"
+RANDOMIZED_SCHEMES = ("fire", "rope")  # with randomized positions, on addition
+MAX_RANDOM_POSITION = 256  # >= the longest padded addition sequence (128 + 128 slots)
+ROPE_SCALING_FACTOR = 2.0  # longest eval sequence / longest training sequence, every task
+
+
+def get_config(arg=None) -> ml_collections.ConfigDict:
+  """kazemnejad.py's decoder-only setup (3 seeds, ablation size); randomized range set, off."""
+  config = _KAZEMNEJAD.get_config(arg)
+  config.randomized.max_random_position = MAX_RANDOM_POSITION
+  return config
+
+
+def addition_data() -> ml_collections.ConfigDict:
+  """The addition runs' data section: index hints, inputs of 5-41 tokens, eval up to 81."""
+  data = get_config().data  # replaces the synthetic data section whole
+  data.update(task=ADDITION, vocab_size=10, min_train_length=5, max_train_length=41,
+              eval_lengths=(11, 21, 31, 41, 51, 61, 71, 81))
+  return data
+
+
+def rope_eval_overrides(task: str) -> dict[str, dict[str, Any]]:
+  """The eval-time RoPE rows of `task`: row name -> `model.position.scaling.*` overrides.
+
+  Positions a sequence spans: input, SEP and target (copy/reverse: 2n + 1 for n
+  tokens; addition: n input tokens + SEP + n - 1 target tokens = 2n).
+  """
+  data = addition_data() if task == ADDITION else get_config().data
+  span = (lambda n: 2 * n) if task == ADDITION else (lambda n: 2 * n + 1)
+  train, longest = span(data.max_train_length), span(max(data.eval_lengths))
+  key = "model.position.scaling."
+  return {
+      "rope+pi": {key + "type": "linear", key + "factor": ROPE_SCALING_FACTOR},
+      "rope+dynamic_ntk": {key + "type": "dynamic_ntk", key + "factor": ROPE_SCALING_FACTOR,
+                           key + "original_max_position": train, key + "eval_length": longest},
+      "rope+yarn": {key + "type": "yarn", key + "factor": ROPE_SCALING_FACTOR,
+                    key + "original_max_position": train},
+  }
+
+
+def get_sweep() -> list[dict]:
+  """Task-major: the six schemes on copy, reverse and addition; then FIRE and RoPE randomized."""
+  tasks = [{"data.task": task} for task in SYNTHETIC_TASKS] + [{"data": addition_data()}]
+  runs = [{"model.position": positions.default_config(name), **task}
+          for task in tasks for name in SCHEMES]
+  runs += [{"model.position": positions.default_config(name), "data": addition_data(),
+            "randomized.enabled": True} for name in RANDOMIZED_SCHEMES]
+  return runs
