@@ -402,3 +402,15 @@ def test_hold_out_is_independent_of_order_and_disjoint_for_repeated_inputs():
   assert len(held) == 20 and held == pipeline.hold_out(inputs[::-1] + inputs[:5], 0.1)
   with pytest.raises(ValueError, match="distinct input"):
     pipeline.hold_out(["a", "a"], 0.1)
+
+
+def test_validation_lengths_count_each_task_s_distinct_inputs():
+  # 10 symbols: copy has 10^n inputs of n tokens (>= 10^6 from 6); add's "+" leaves n - 1
+  # digits (from 7); add_index_hints has (n - 1) / 2 digits at odd n (from 13).
+  kwargs = dict(vocab_size=10, min_length=1, max_length=21)
+  assert pipeline.validation_lengths("copy", **kwargs) == list(range(6, 22))
+  assert pipeline.validation_lengths("add", **kwargs) == list(range(7, 22))
+  assert pipeline.validation_lengths("add_index_hints", **kwargs) == list(range(13, 22, 2))
+  # Too short to qualify: the longest length the task makes, whatever training saw of it.
+  assert pipeline.validation_lengths("add_index_hints", vocab_size=10, min_length=5,
+                                     max_length=10) == [9]

@@ -35,23 +35,25 @@ inputs of up to 41 tokens (82 positions with the 40-token target and SEP) and is
 evaluated up to 81 (162). dynamic_ntk uses the static eval_length (a length-dependent
 base would rotate cached keys inconsistently; see positions/rope.py).
 
-Setup: configs/ablations/kazemnejad.py's decoder-only model (4 layers, d_model 64, 4
-heads) at configs/default.py's `ablation` size (1,000 steps of batch 32). Copy and
-reverse train on lengths 1-20 and are evaluated at 5-40; addition trains on inputs of
-5-41 tokens (2-20 digits in the two operands together; odd lengths, 2 tokens per
-digit plus "+") and is evaluated at 11-81 (up to 40 digits, 2x); 64 examples per
-length. At this size the runs may not converge (DESIGN.md, "Calibration"): read the
-† marks, and use `--config.num_steps` (e.g. 6000) and a wider model for a citable table.
+Setup: configs/ablations/kazemnejad.py's decoder-only model and budget (4 layers,
+d_model 128, 4 heads × 32, 6,000 steps of batch 64 at lr 1e-3, every checkpoint kept
+so eval picks each seed's best validation checkpoint). Copy and reverse train on
+lengths 1-20 and are evaluated at every length 21-40 (and 5-20); addition trains on
+inputs of 5-41 tokens (2-20 digits in the two operands together; odd lengths, 2 tokens
+per digit plus "+") and is evaluated at 11-81 (up to 40 digits, 2x). Runs that do not
+converge in distribution are marked † in the table.
 
-  python train.py --config configs/ablations/extrapolation_methods.py --workdir runs/extrapolation_methods
+  python train.py --config configs/ablations/extrapolation_methods.py --workdir runs/extrapolation_methods \
+      --results_dir results/extrapolation_methods
   python train.py --config configs/ablations/extrapolation_methods.py:smoke \
       --workdir /tmp/extrapolation --runs fire+copy           # seconds
 
-20 runs. Expected runtime: ~3 min per run on 2 CPU cores for copy and reverse
-(kazemnejad.py's), longer for addition (sequences of up to 83 tokens instead of 41),
-roughly 1.5 h in all (`--sweep_shard i/n` splits them over n processes). Arguments:
-those of configs/default.py (`num_seeds`, `steps`, `smoke`, ...); scheme and task are
-set per run.
+20 runs. Expected runtime: ~40 min per 3-seed run on 2 CPU cores for copy and
+reverse (kazemnejad.py's), about twice that for addition (sequences of up to 83
+tokens instead of 41): ~20 h in all; `--sweep_shard i/n` splits them over n
+processes and `--results_dir` lets the table be completed a few runs at a time.
+Arguments: those of configs/default.py (`num_seeds`, `steps`, `smoke`, ...); scheme
+and task are set per run.
 """
 
 import os
@@ -74,7 +76,7 @@ ROPE_SCALING_FACTOR = 2.0  # longest eval sequence / longest training sequence, 
 
 
 def get_config(arg=None) -> ml_collections.ConfigDict:
-  """kazemnejad.py's decoder-only setup (3 seeds, ablation size); randomized range set, off."""
+  """kazemnejad.py's decoder-only setup (3 seeds, its size); randomized range set, off."""
   config = _KAZEMNEJAD.get_config(arg)
   config.randomized.max_random_position = MAX_RANDOM_POSITION
   return config

@@ -402,14 +402,16 @@ def validation_lengths(task: str, *, vocab_size: int, min_length: int,
   """The training lengths at which a synthetic task draws validation examples.
 
   The rule: a training length n qualifies if the task has at least
-  MIN_VALIDATION_INPUTS (10**6) distinct inputs of n tokens, counted as
-  `vocab_size ** (n - e)`, e the task's symbols beyond its `vocab_size` data
-  symbols (add's "+"; a lower bound for add, whose "+" takes one slot). Training
+  MIN_VALIDATION_INPUTS (10**6) distinct inputs of n tokens, counted by the
+  task's `num_inputs` (vocab_size ** n; for add the n - 1 digits around "+"; for
+  add_index_hints its (n - 1) / 2 digits, the hints being determined by them up
+  to an offset: lower bounds). Training
   draws its inputs uniformly from the same space, so a run of 6,000 steps x 64
   examples over 20 lengths (19,200 per length) can have seen at most ~2% of a
   qualifying length's validation examples: the set measures generalisation
   within the training distribution, not memory. With vocab_size 10: copy,
-  reverse, sort, duplicate and odds_first qualify from length 6, add from 7.
+  reverse, sort, duplicate and odds_first qualify from length 6, add from 7,
+  add_index_hints from 13 (6 digits).
   If no training length qualifies (a tiny vocabulary or short training
   lengths), the longest training length alone, whose examples training may
   well have seen (`validation_info()["rule"]` says so).
@@ -422,10 +424,10 @@ def validation_lengths(task: str, *, vocab_size: int, min_length: int,
   Returns:
     The qualifying lengths, ascending (never empty).
   """
-  extra = len(tasks.symbols(task, vocab_size)) - vocab_size
-  lengths = [n for n in range(min_length, max_length + 1)
-             if vocab_size ** (n - extra) >= MIN_VALIDATION_INPUTS]
-  return lengths or [max_length]
+  spec = tasks.get_task(task)
+  made = [n for n in range(min_length, max_length + 1) if spec.makes(n)]
+  lengths = [n for n in made if spec.num_inputs(n, vocab_size) >= MIN_VALIDATION_INPUTS]
+  return lengths or made[-1:]
 
 
 def _synthetic_validation(name: str, *, vocab_size: int, min_length: int, max_length: int,

@@ -185,6 +185,9 @@ class Task:
   extra_symbols: tuple[str, ...] = ()  # names of symbols vocab_size, vocab_size + 1, ...
   max_length: int | None = None  # the longest input it can produce (None: unbounded)
   odd_lengths_only: bool = False
+  # (input length, vocab_size) -> a lower bound on the distinct inputs of that length,
+  # which decides where a held-out validation set is not dominated by training examples.
+  num_inputs: Callable[[int, int], int] = lambda n, v: v ** n
 
   def makes(self, length: int) -> bool:
     """Whether the task can produce inputs of `length` tokens."""
@@ -203,8 +206,10 @@ TASKS: dict[str, Task] = {
     "add_index_hints": Task(
         add_index_hints, 5, lambda n: 2 * ((n - 1) // 2),
         extra_symbols=("+",) + tuple(f"h{k}" for k in range(NUM_INDEX_HINTS)),
-        max_length=INDEX_HINTS_MAX_LENGTH, odd_lengths_only=True),
-    "add": Task(add, 3, lambda n: n - 1, extra_symbols=("+",)),
+        max_length=INDEX_HINTS_MAX_LENGTH, odd_lengths_only=True,
+        num_inputs=lambda n, v: v ** ((n - 1) // 2)),  # the digits; hints follow them
+    "add": Task(add, 3, lambda n: n - 1, extra_symbols=("+",),
+                num_inputs=lambda n, v: v ** (n - 1)),  # n - 1 digits around the "+"
 }
 
 
