@@ -78,7 +78,7 @@ def test_schemes_sweep_is_every_scheme_on_every_task():
   for name, config in runs.items():
     scheme, task = name.split("+")
     assert config.model.position.to_dict() == positions.default_config(scheme).to_dict()
-    assert (config.num_seeds, config.num_steps, config.batch_size) == (3, 1000, 32)
+    assert (config.num_seeds, config.num_steps, config.batch_size) == (3, 2500, 64)
     model = config.model.to_dict()
     assert {**model, "position": None} == {**runs["t5+copy"].model.to_dict(), "position": None}
     if task == "scan_length":
