@@ -509,6 +509,8 @@ def choose_checkpoints(workdir: str, config: ml_collections.ConfigDict, model,
       params = jax.tree_util.tree_map(lambda x, i=replica: x[i], params_N)
       scored[replica].append((step, params, validation_record(model, params, dataset,
                                                               batch_size=batch_size)))
+    logging.info("%s: checkpoint %d: validation exact match %s", workdir, step,
+                 " ".join(f"{s[-1][2]['exact_match']:.3f}" for s in scored))
   chosen = []
   if not readable:
     raise workdir_lib.UnreadableCheckpoints(f"no checkpoint of {workdir} can be read "

@@ -11,8 +11,9 @@ eval records are stored on their own as soon as it is evaluated:
     results/<table>/notes.md            hand-written: what the table shows (optional)
 
 A sweep given `--results_dir results/<table>` skips every run whose records are
-there. `python -m relpos_jax.results` renders RESULTS.md from every table folder
-(`--check` fails if the committed RESULTS.md differs), so every number in it
+there. `python -m relpos_jax.results` renders RESULTS.md from every table folder, and
+README.md's headline table between its markers (`--check` fails if either
+committed file differs), so every number in it
 traces to a committed record, and anyone can re-render or diff it.
 """
 
@@ -36,13 +37,16 @@ Record = dict[str, Any]
 TABLE_FILE = "table.json"
 NOTES_FILE = "notes.md"
 RESULTS_MD = "RESULTS.md"
+README_MD = "README.md"
+HEADLINE_TABLE = "shaw_terms"  # the table README.md shows (a complete, converged one)
+HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+@,\-]")
 HEADER = """# Results
 
 Every table below is rendered from the eval records committed under `results/<table>/`
 by `python -m relpos_jax.results` (`make results`); each run's own records, config,
 training time, package versions and machine are in `results/<table>/records/` and
-`results/<table>/runs/`. Protocol (DESIGN.md, "The eval protocol"): the evaluated checkpoint
+`results/<table>/runs/`. Protocol (docs/evaluation.md): the evaluated checkpoint
 of each seed is the one with the best exact match on a held-out validation set disjoint
 from training; `valid` is that score, `conv.` counts the seeds whose best validation exact
 match reached `converged_at`, and a run with a seed below it is marked †: it did not learn
@@ -244,22 +248,53 @@ def render(root: str) -> str:
   return "\n".join(parts)
 
 
+def render_headline(root: str, table: str = HEADLINE_TABLE) -> str:
+  """README.md's headline block: one table's exact-match table and its figure.
+
+  Args:
+    root: the results folder.
+    table: the table to show.
+
+  Returns:
+    The markdown between the README's headline markers (empty table: a line saying so).
+  """
+  records = read_table(os.path.join(root, table))
+  if not records:
+    return f"(no records of `{table}` yet: see RESULTS.md)"
+  done, total = table_status(os.path.join(root, table))
+  text = tables.exact_match_table(records).replace("### ", f"#### `{table}`: ", 1).rstrip()
+  return (f"{text}\n\n{done} of {total} runs; the notes, run time and other tables are in "
+          f"RESULTS.md.\n\n![exact match against length](results/{table}/"
+          f"{report.REPORT_FILES['plot']})")
+
+
+def with_headline(readme: str, headline: str) -> str:
+  """`readme` with the text between its headline markers replaced by `headline`."""
+  begin, end = readme.index(HEADLINE_BEGIN), readme.index(HEADLINE_END)
+  return readme[:begin + len(HEADLINE_BEGIN)] + "\n" + headline + "\n" + readme[end:]
+
+
 def main(argv: Sequence[str]) -> None:
   """`python -m relpos_jax.results [--root results] [--out RESULTS.md] [--check]`."""
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   root, out = flags.FLAGS.root, flags.FLAGS.out
+  with open(README_MD) as f:
+    readme = f.read()
+  readme_text = with_headline(readme, render_headline(root))
   if flags.FLAGS.check:
-    text = render(root)
     with open(out) as f:
-      if f.read() != text:
-        sys.exit(f"{out} differs from the rendering of {root}/: run `python -m relpos_jax.results`")
+      if f.read() != render(root) or readme != readme_text:
+        sys.exit(f"{out} or {README_MD} differs from the rendering of {root}/: run "
+                 "`python -m relpos_jax.results`")
     return
   if flags.FLAGS.reports:
     for table in sorted(os.listdir(root)) if os.path.isdir(root) else []:
       write_table_report(os.path.join(root, table))
   with open(out, "w") as f:
     f.write(render(root))
+  with open(README_MD, "w") as f:
+    f.write(readme_text)
 
 
 def _define_flags() -> None:

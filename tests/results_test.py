@@ -73,3 +73,15 @@ def test_committed_results_md_is_the_rendering_of_results():
   # RESULTS.md is generated: regenerate it with `python -m relpos_jax.results`.
   with open(ROOT / "RESULTS.md") as f:
     assert f.read() == results.render(str(ROOT / "results"))
+
+
+def test_committed_readme_headline_is_the_rendering_of_results():
+  with open(ROOT / "README.md") as f:
+    readme = f.read()
+  assert readme == results.with_headline(readme, results.render_headline(str(ROOT / "results")))
+
+
+def test_with_headline_replaces_only_the_block():
+  text = f"a\n{results.HEADLINE_BEGIN}\nold\n{results.HEADLINE_END}\nb\n"
+  assert results.with_headline(text, "new") == (
+      f"a\n{results.HEADLINE_BEGIN}\nnew\n{results.HEADLINE_END}\nb\n")
