@@ -2,7 +2,7 @@
 
     q, k, v = x_q W_Q, x_kv W_K, x_kv W_V                    (per head, dim K)
     q, k    = scheme.rotate(q, qpos), scheme.rotate(k, kpos)
-    logits  = q·k / sqrt(K) + scheme.logit_bias(q, k, qpos, kpos)
+    logits  = q·k / sqrt(E) + scheme.logit_bias(q, k, qpos, kpos)
     logits  = logits * log(n) / log(n_train)                (optional, see `length_scale`)
     w       = softmax(logits masked)                        (dropout on w)
     out     = (w·v + scheme.value_term(w, qpos, kpos)) W_O
@@ -15,7 +15,7 @@ Cross-attention passes `scheme=None` and precomputed keys/values (`cacheable_kv`
 so the encoder's keys and values are computed once per decoded sequence.
 
 Layout. The two attention matmuls are batched over (batch, head), which XLA wants
-as leading dims; keys and values are therefore consumed head-major, `[B, H, K, Kd]`.
+as leading dims; keys and values are therefore consumed head-major, `[B, H, K, E]`.
 The decode cache and the precomputed cross-attention keys/values are stored that
 way, so a decoding step reads them in place instead of transposing the whole
 cache (and the encoder's keys/values) at every generated token.
@@ -60,7 +60,7 @@ def length_scale(num_keys_BxQ: Array, train_keys: int) -> Array:
   return jnp.log(n_BxQ) / math.log(train_keys)
 
 
-def dot_product_attention(q_BxQxHxK: Array, k_BxKxHxK: Array, v_BxKxHxK: Array,
+def dot_product_attention(q_BxQxHxE: Array, k_BxKxHxE: Array, v_BxKxHxE: Array,
                           qpos_BxQ: Array | None, kpos_BxK: Array | None,
                           mask_BxQxK: Array | None, scheme: base.PositionScheme | None,
                           dropout: nn.Module | None = None, length_scale_train_keys: int = 0
@@ -68,7 +68,7 @@ def dot_product_attention(q_BxQxHxK: Array, k_BxKxHxK: Array, v_BxKxHxK: Array,
   """Scaled dot-product attention with a scheme's logit and value terms.
 
   Args:
-    q_BxQxHxK, k_BxKxHxK, v_BxKxHxK: queries, keys (already rotated), values.
+    q_BxQxHxE, k_BxKxHxE, v_BxKxHxE: queries, keys (already rotated), values.
     qpos_BxQ, kpos_BxK: int positions (unused when `scheme` is None).
     mask_BxQxK: True where query i may attend to key j (None: everywhere).
     scheme: the positional scheme, or None (cross-attention).
@@ -76,30 +76,30 @@ def dot_product_attention(q_BxQxHxK: Array, k_BxKxHxK: Array, v_BxKxHxK: Array,
     length_scale_train_keys: n_train of `length_scale` (0: no length scaling).
 
   Returns:
-    `[B, Q, H, K]` attention output before the output projection.
+    `[B, Q, H, E]` attention output before the output projection.
   """
-  return _attend(q_BxQxHxK, heads_first(k_BxKxHxK), heads_first(v_BxKxHxK), qpos_BxQ,
+  return _attend(q_BxQxHxE, heads_first(k_BxKxHxE), heads_first(v_BxKxHxE), qpos_BxQ,
                  kpos_BxK, mask_BxQxK, scheme, dropout, length_scale_train_keys)
 
 
-def heads_first(x_BxLxHxK: Array) -> Array:
-  """`[B, L, H, K] -> [B, H, L, K]` (and back): the layout the attention matmuls read in place."""
-  return jnp.swapaxes(x_BxLxHxK, 1, 2)
+def heads_first(x_BxLxHxE: Array) -> Array:
+  """`[B, L, H, E] -> [B, H, L, E]` (and back): the layout the attention matmuls read in place."""
+  return jnp.swapaxes(x_BxLxHxE, 1, 2)
 
 
-def _attend(q_BxQxHxK, k_BxHxKxK, v_BxHxKxK, qpos_BxQ, kpos_BxK, mask_BxQxK, scheme,
+def _attend(q_BxQxHxE, k_BxHxKxE, v_BxHxKxE, qpos_BxQ, kpos_BxK, mask_BxQxK, scheme,
             dropout, length_scale_train_keys=0):
-  """`dot_product_attention` with head-major keys and values `[B, H, K, Kd]`.
+  """`dot_product_attention` with head-major keys and values `[B, H, K, E]`.
 
   Both matmuls run head-major (batch dims leading), so XLA needs no transposes
   beyond the query's and the output's; with one query (a decoding step) those are free.
   """
-  scale = q_BxQxHxK.shape[-1] ** -0.5
-  logits_BxHxQxK = jnp.einsum("bhqk,bhsk->bhqs", heads_first(q_BxQxHxK), k_BxHxKxK) * scale
+  scale = q_BxQxHxE.shape[-1] ** -0.5
+  logits_BxHxQxK = jnp.einsum("bhqk,bhsk->bhqs", heads_first(q_BxQxHxE), k_BxHxKxE) * scale
   if scheme is not None and scheme.implements("logit_bias"):
-    # Schemes see keys in the documented [B, K, H, Kd] layout; those that ignore them
+    # Schemes see keys in the documented [B, K, H, E] layout; those that ignore them
     # (all but Transformer-XL) leave the transpose to dead-code elimination.
-    bias_BxHxQxK = scheme.logit_bias(q_BxQxHxK, jnp.swapaxes(k_BxHxKxK, 1, 2), qpos_BxQ,
+    bias_BxHxQxK = scheme.logit_bias(q_BxQxHxE, jnp.swapaxes(k_BxHxKxE, 1, 2), qpos_BxQ,
                                      kpos_BxK)
     if bias_BxHxQxK is not None:
       logits_BxHxQxK = logits_BxHxQxK + bias_BxHxQxK
@@ -110,15 +110,15 @@ def _attend(q_BxQxHxK, k_BxHxKxK, v_BxHxKxK, qpos_BxQ, kpos_BxK, mask_BxQxK, sch
     logits_BxHxQxK = (logits_BxHxQxK * scale_BxQ[:, None, :, None]).astype(logits_BxHxQxK.dtype)
   if mask_BxQxK is not None:
     logits_BxHxQxK = jnp.where(mask_BxQxK[:, None], logits_BxHxQxK, _MASKED)
-  w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK.astype(jnp.float32), axis=-1).astype(q_BxQxHxK.dtype)
+  w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK.astype(jnp.float32), axis=-1).astype(q_BxQxHxE.dtype)
   if dropout is not None:
     w_BxHxQxK = dropout(w_BxHxQxK)
-  out_BxQxHxK = heads_first(jnp.einsum("bhqs,bhsk->bhqk", w_BxHxQxK, v_BxHxKxK))
+  out_BxQxHxE = heads_first(jnp.einsum("bhqs,bhsk->bhqk", w_BxHxQxK, v_BxHxKxE))
   if scheme is not None and scheme.implements("value_term"):
-    extra_BxQxHxK = scheme.value_term(w_BxHxQxK, qpos_BxQ, kpos_BxK)
-    if extra_BxQxHxK is not None:
-      out_BxQxHxK = out_BxQxHxK + extra_BxQxHxK
-  return out_BxQxHxK
+    extra_BxQxHxE = scheme.value_term(w_BxHxQxK, qpos_BxQ, kpos_BxK)
+    if extra_BxQxHxE is not None:
+      out_BxQxHxE = out_BxQxHxE + extra_BxQxHxE
+  return out_BxQxHxE
 
 
 class Attention(nn.Module):
@@ -152,19 +152,19 @@ class Attention(nn.Module):
     self.cache = KVCache()
 
   def project_kv(self, x_BxKxD: Array) -> tuple[Array, Array]:
-    """Keys and values `[B, K, H, Kd]` of `x` (unrotated): cross-attention's cacheable part."""
+    """Keys and values `[B, K, H, E]` of `x` (unrotated): cross-attention's cacheable part."""
     return self.key(x_BxKxD), self.value(x_BxKxD)
 
   def cacheable_kv(self, x_BxKxD: Array) -> tuple[Array, Array]:
-    """`project_kv` head-major, `[B, H, K, Kd]`: what `__call__(kv=...)` takes."""
-    k_BxKxHxK, v_BxKxHxK = self.project_kv(x_BxKxD)
-    return heads_first(k_BxKxHxK), heads_first(v_BxKxHxK)
+    """`project_kv` head-major, `[B, H, K, E]`: what `__call__(kv=...)` takes."""
+    k_BxKxHxE, v_BxKxHxE = self.project_kv(x_BxKxD)
+    return heads_first(k_BxKxHxE), heads_first(v_BxKxHxE)
 
-  def _rotate(self, x_BxLxHxK: Array, pos_BxL: Array) -> Array:
+  def _rotate(self, x_BxLxHxE: Array, pos_BxL: Array) -> Array:
     """Applies the scheme's rotation when it has one."""
     if self.scheme is not None and self.scheme.implements("rotate"):
-      return self.scheme.rotate(x_BxLxHxK, pos_BxL)
-    return x_BxLxHxK
+      return self.scheme.rotate(x_BxLxHxE, pos_BxL)
+    return x_BxLxHxE
 
   def __call__(self, x_BxQxD: Array, qpos_BxQ: Array | None, *,
                kv: tuple[Array, Array] | None = None, x_kv_BxKxD: Array | None = None,
@@ -175,7 +175,7 @@ class Attention(nn.Module):
     Args:
       x_BxQxD: query inputs.
       qpos_BxQ: query positions.
-      kv: precomputed head-major `(k, v)`, `[B, H, K, Kd]`, from `cacheable_kv`
+      kv: precomputed head-major `(k, v)`, `[B, H, K, E]`, from `cacheable_kv`
         (cross-attention).
       x_kv_BxKxD: key/value inputs (default: `x`).
       kpos_BxK: key positions (default: `qpos`).
@@ -187,30 +187,30 @@ class Attention(nn.Module):
     Returns:
       `[B, Q, D]`.
     """
-    q_BxQxHxK = self._rotate(self.query(x_BxQxD), qpos_BxQ)
+    q_BxQxHxE = self._rotate(self.query(x_BxQxD), qpos_BxQ)
     if kv is not None:
-      k_BxHxKxK, v_BxHxKxK = kv
+      k_BxHxKxE, v_BxHxKxE = kv
     else:
       x_kv_BxKxD = x_BxQxD if x_kv_BxKxD is None else x_kv_BxKxD
       kpos_BxK = qpos_BxQ if kpos_BxK is None else kpos_BxK
-      k_BxKxHxK, v_BxKxHxK = self.project_kv(x_kv_BxKxD)
-      k_BxKxHxK = self._rotate(k_BxKxHxK, kpos_BxK)
+      k_BxKxHxE, v_BxKxHxE = self.project_kv(x_kv_BxKxD)
+      k_BxKxHxE = self._rotate(k_BxKxHxE, kpos_BxK)
       if decode:
-        k_BxHxKxK, v_BxHxKxK, kpos_BxK, mask_BxQxK = self.cache(
-            k_BxKxHxK, v_BxKxHxK, kpos_BxK, mask_BxQxK)
+        k_BxHxKxE, v_BxHxKxE, kpos_BxK, mask_BxQxK = self.cache(
+            k_BxKxHxE, v_BxKxHxE, kpos_BxK, mask_BxQxK)
       else:
-        k_BxHxKxK, v_BxHxKxK = heads_first(k_BxKxHxK), heads_first(v_BxKxHxK)
+        k_BxHxKxE, v_BxHxKxE = heads_first(k_BxKxHxE), heads_first(v_BxKxHxE)
     dropout = None if deterministic or self.dropout_rate == 0.0 else (
         lambda w: self.dropout(w, deterministic=False))
-    out_BxQxHxK = _attend(q_BxQxHxK, k_BxHxKxK, v_BxHxKxK, qpos_BxQ, kpos_BxK, mask_BxQxK,
+    out_BxQxHxE = _attend(q_BxQxHxE, k_BxHxKxE, v_BxHxKxE, qpos_BxQ, kpos_BxK, mask_BxQxK,
                           self.scheme, dropout, self.length_scale_train_keys)
-    return self.out(out_BxQxHxK)
+    return self.out(out_BxQxHxE)
 
 
 class KVCache(nn.Module):
   """The decode cache: keys, values, their positions and validity, and the next slot.
 
-  Keys and values are stored head-major, `[B, H, M, Kd]` (M slots), the layout the
+  Keys and values are stored head-major, `[B, H, M, E]` (M slots), the layout the
   attention matmuls read in place. A call writes L new columns: one per decoding
   step, or a whole prompt at once (decoder-only prefill). A slot stays visible to
   later queries iff its key was valid (some query of its own call could attend to
@@ -218,37 +218,37 @@ class KVCache(nn.Module):
   """
 
   @nn.compact
-  def __call__(self, k_BxLxHxK, v_BxLxHxK, kpos_BxL, mask_BxLxL):
+  def __call__(self, k_BxLxHxE, v_BxLxHxE, kpos_BxL, mask_BxLxL):
     """Writes L slots; returns every slot (head-major), their positions and the query mask.
 
     Args:
-      k_BxLxHxK, v_BxLxHxK: the new keys (rotated) and values.
+      k_BxLxHxE, v_BxLxHxE: the new keys (rotated) and values.
       kpos_BxL: their positions.
       mask_BxLxL: which new keys each new query may see (None: all, causally);
         earlier slots are visible when valid.
 
     Returns:
-      `(k_BxHxMxK, v_BxHxMxK, kpos_BxM, mask_BxLxM)`. On the sizing call (inside
+      `(k_BxHxMxE, v_BxHxMxE, kpos_BxM, mask_BxLxM)`. On the sizing call (inside
       `init`, where the cache does not exist yet) it creates the cache with the
       full-length shapes of its inputs and returns them unchanged (head-major).
     """
     initialized = self.has_variable("cache", "cached_key")
-    k_BxHxLxK, v_BxHxLxK = heads_first(k_BxLxHxK), heads_first(v_BxLxHxK)
-    cached_k = self.variable("cache", "cached_key", jnp.zeros, k_BxHxLxK.shape, k_BxHxLxK.dtype)
-    cached_v = self.variable("cache", "cached_value", jnp.zeros, v_BxHxLxK.shape,
-                             v_BxHxLxK.dtype)
+    k_BxHxLxE, v_BxHxLxE = heads_first(k_BxLxHxE), heads_first(v_BxLxHxE)
+    cached_k = self.variable("cache", "cached_key", jnp.zeros, k_BxHxLxE.shape, k_BxHxLxE.dtype)
+    cached_v = self.variable("cache", "cached_value", jnp.zeros, v_BxHxLxE.shape,
+                             v_BxHxLxE.dtype)
     cached_pos = self.variable("cache", "cached_pos", jnp.zeros, kpos_BxL.shape, jnp.int32)
     cached_valid = self.variable("cache", "cached_valid", jnp.zeros, kpos_BxL.shape, bool)
     index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
     if not initialized:
-      return k_BxHxLxK, v_BxHxLxK, kpos_BxL, mask_BxLxL
+      return k_BxHxLxE, v_BxHxLxE, kpos_BxL, mask_BxLxL
     B, M = cached_pos.value.shape
     L = kpos_BxL.shape[1]
     if mask_BxLxL is None:
       mask_BxLxL = jnp.broadcast_to(jnp.tril(jnp.ones((L, L), bool)), (B, L, L))
     i = index.value
-    cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k_BxHxLxK, (0, 0, i, 0))
-    cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v_BxHxLxK, (0, 0, i, 0))
+    cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k_BxHxLxE, (0, 0, i, 0))
+    cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v_BxHxLxE, (0, 0, i, 0))
     cached_pos.value = jax.lax.dynamic_update_slice(
         cached_pos.value, kpos_BxL.astype(jnp.int32), (0, i))
     earlier_BxLxM = jnp.broadcast_to(

@@ -709,8 +709,9 @@ def _eval_dataset(config: ml_collections.ConfigDict, options: EvalOptions) -> pi
     overrides = {}
     if options.lengths is not None:
       overrides["eval_lengths"] = options.lengths
-    if options.num_examples is not None:
-      overrides["eval_examples_per_length"] = options.num_examples
+    if options.num_examples is not None and (
+        options.num_examples > config.data.eval_examples_per_length):
+      overrides["eval_examples_per_length"] = options.num_examples  # a smaller N is sampled
     if overrides:
       dataset = pipeline.make_dataset(seed=config.seed, **{**config.data, **overrides})
     return dataset

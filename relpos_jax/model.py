@@ -226,7 +226,7 @@ class EncoderDecoder(nn.Module):
   def cross_kv(self, enc_BxSxD: Array) -> list[tuple[Array, Array]]:
     """Per decoder layer, the encoder keys/values: computed once per decoded batch.
 
-    Head-major `[B, H, S, Kd]` pairs (`Attention.cacheable_kv`): the layout the
+    Head-major `[B, H, S, E]` pairs (`Attention.cacheable_kv`): the layout the
     attention matmuls read in place, so a decoding loop never transposes them.
     """
     return self.decoder.cross_kv(enc_BxSxD)

@@ -322,9 +322,9 @@ def shaw_key_norms(model: nn.Module, params: Mapping[str, Any], path: str, *,
     clips = sorted({m.max_relative_position for _, m, _ in items})
     reach = max(2 * clips[-1], clips[-1] + 4)
     rel_R = np.arange(-reach, 1 if causal else reach + 1)
-    for module_path, module, table_RxK in items:
+    for module_path, module, table_RxE in items:
       k = module.max_relative_position
-      norms_R = np.linalg.norm(table_RxK, axis=-1)[np.clip(rel_R, -k, k) + k]
+      norms_R = np.linalg.norm(table_RxE, axis=-1)[np.clip(rel_R, -k, k) + k]
       ax.plot(rel_R, norms_R, linewidth=1.2, marker="o", markersize=2,
               label="/".join(module_path))
     for k in clips:

@@ -4,7 +4,7 @@ Long: Attention with Linear Biases Enables Input Length Extrapolation", ICLR, §
 Each head h adds a fixed, non-learned penalty proportional to the query-key
 distance:
 
-    score_ij = q_i · k_j / sqrt(K) - m_h · |i - j|      (i: query, j: key position)
+    score_ij = q_i · k_j / sqrt(E) - m_h · |i - j|      (i: query, j: key position)
 
 with head slopes `m_h` a geometric sequence (`alibi_slopes`). The paper defines
 ALiBi for causal language models, where every unmasked key has j <= i and the
@@ -14,7 +14,7 @@ symmetric form used for bidirectional (encoder) attention. This module uses
 are masked by attention, and get the finite value `-m_h (j - i) <= 0` here.
 
 The paper adds the bias without a scale; so does this module (`q·k` alone is
-scaled by `1/sqrt(K)`). There are no parameters.
+scaled by `1/sqrt(E)`). There are no parameters.
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ class ALiBi(base.PositionScheme):
 
   is_relative = True
 
-  def logit_bias(self, q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK):
+  def logit_bias(self, q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK):
     """`-m_h |qpos_i - kpos_j|` as `[B, H, Q, K]`."""
-    del k_BxKxHxK
+    del k_BxKxHxE
     slopes_H = alibi_slopes(self.num_heads)
-    return alibi_bias(qpos_BxQ, kpos_BxK, slopes_H).astype(q_BxQxHxK.dtype)
+    return alibi_bias(qpos_BxQ, kpos_BxK, slopes_H).astype(q_BxQxHxE.dtype)

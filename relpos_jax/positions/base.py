@@ -7,11 +7,17 @@ overrides only what it needs:
 | hook          | shapes                                                    |
 |---------------|-----------------------------------------------------------|
 | `embed`       | `(x_BxLxD, pos_BxL) -> x_BxLxD`                            |
-| `rotate`      | `(x_BxLxHxK, pos_BxL) -> x_BxLxHxK` (applied to q and k)   |
-| `logit_bias`  | `(q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK) -> bias_BxHxQxK or None` |
-| `value_term`  | `(w_BxHxQxK, qpos_BxQ, kpos_BxK) -> out_BxQxHxK or None`   |
+| `rotate`      | `(x_BxLxHxE, pos_BxL) -> x_BxLxHxE` (applied to q and k)   |
+| `logit_bias`  | `(q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK) -> bias_BxHxQxK or None` |
+| `value_term`  | `(w_BxHxQxK, qpos_BxQ, kpos_BxK) -> out_BxQxHxE or None`   |
 
-Attention computes `logits = q·k / sqrt(K) + logit_bias(q, k, qpos, kpos)`, a
+Shape letters, one legend for the whole package (tensor names end in `_` and their
+dims joined by `x`, e.g. `q_BxQxHxE`): B batch, S source length, T target length,
+L any sequence length, Q query length, K key length, M cache slots, H heads, E head
+dim, D model dim, F MLP dim, V vocab, N replicas (seeds), R relative rows (Shaw's
+table). A digit is a literal size (`Bx1xD`).
+
+Attention computes `logits = q·k / sqrt(E) + logit_bias(q, k, qpos, kpos)`, a
 masked softmax `w`, then `out = w·v + value_term(w, qpos, kpos)`.
 
 Positions are explicit int32 arrays, never array indices: at decode step t the
@@ -61,15 +67,15 @@ class PositionScheme(nn.Module):
     del pos_BxL
     return x_BxLxD
 
-  def rotate(self, x_BxLxHxK: Array, pos_BxL: Array) -> Array:
+  def rotate(self, x_BxLxHxE: Array, pos_BxL: Array) -> Array:
     """Rotates queries or keys by their positions (identity)."""
     del pos_BxL
-    return x_BxLxHxK
+    return x_BxLxHxE
 
-  def logit_bias(self, q_BxQxHxK: Array, k_BxKxHxK: Array, qpos_BxQ: Array,
+  def logit_bias(self, q_BxQxHxE: Array, k_BxKxHxE: Array, qpos_BxQ: Array,
                  kpos_BxK: Array) -> Array | None:
     """Additive attention-logit term (None: no term)."""
-    del q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK
+    del q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK
     return None
 
   def value_term(self, w_BxHxQxK: Array, qpos_BxQ: Array,

@@ -4,7 +4,7 @@ Transformers", ICLR 2024; its appendix gives the reference PyTorch module).
 
 A learned function of the distance, normalised by the query's position:
 
-    score_ij = q_i · k_j / sqrt(K) + f_θ( ψ(i - j) / ψ(max(L, i)) )_h
+    score_ij = q_i · k_j / sqrt(E) + f_θ( ψ(i - j) / ψ(max(L, i)) )_h
     ψ(x) = log(c x + 1)
 
 with i the query and j the key position, f_θ: R -> R^H an MLP shared by the heads
@@ -99,13 +99,13 @@ class FIRE(base.PositionScheme):
     """L = |λ L0|."""
     return jnp.abs(self.threshold_multiplier * self.init_threshold)
 
-  def logit_bias(self, q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK):
+  def logit_bias(self, q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK):
     """`f_θ(x_ij)_h` as `[B, H, Q, K]`, with x from `fire_inputs`."""
-    del k_BxKxHxK
+    del k_BxKxHxE
     x_BxQxK = fire_inputs(qpos_BxQ, kpos_BxK, c=self.c, threshold=self.threshold(),
                           bidirectional=not self.causal)
     bias_BxQxKxH = self.out(nn.relu(self.hidden(x_BxQxK[..., None])))
-    return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2)).astype(q_BxQxHxK.dtype)
+    return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2)).astype(q_BxQxHxE.dtype)
 
   def shared_across_layers(self) -> bool:
     """One FIRE per layer unless `share_across_layers=True`."""

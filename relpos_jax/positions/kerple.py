@@ -3,7 +3,7 @@ Relative Positional Embedding for Length Extrapolation", NeurIPS; its "log" kern
 
 Each head h adds a learned, conditionally positive definite kernel of the distance:
 
-    score_ij = q_i · k_j / sqrt(K) - r1_h · log(1 + r2_h · |i - j|)      (r1_h, r2_h > 0)
+    score_ij = q_i · k_j / sqrt(E) - r1_h · log(1 + r2_h · |i - j|)      (r1_h, r2_h > 0)
 
 Two learned scalars per head; ALiBi is the linear kernel `-m_h |i - j|` with
 fixed slopes. Like ALiBi here, the bias uses `|i - j|` in both directions: the
@@ -84,11 +84,11 @@ class KerpleLog(base.PositionScheme):
     """`(r1_H, r2_H) = softplus(rho1), softplus(rho2)`."""
     return jax.nn.softplus(self.rho1), jax.nn.softplus(self.rho2)
 
-  def logit_bias(self, q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK):
+  def logit_bias(self, q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK):
     """`-r1_h log(1 + r2_h |qpos_i - kpos_j|)` as `[B, H, Q, K]`."""
-    del k_BxKxHxK
+    del k_BxKxHxE
     r1_H, r2_H = self.kernel_parameters()
-    return kerple_log_bias(qpos_BxQ, kpos_BxK, r1_H, r2_H).astype(q_BxQxHxK.dtype)
+    return kerple_log_bias(qpos_BxQ, kpos_BxK, r1_H, r2_H).astype(q_BxQxHxE.dtype)
 
   def shared_across_layers(self) -> bool:
     """One pair per head per layer unless `share_across_layers=True`."""

@@ -8,7 +8,7 @@ in 2-D planes with frequencies `theta_j = base**(-2j / d)`, j = 0..d/2-1:
                          x_{j+d/2} cos(p theta_j) + x_j sin(p theta_j))
 
 so `R(p_q) q · R(p_k) k = q · R(p_k - p_q) k` depends on positions only through
-their difference, and attention's `q·k / sqrt(K)` becomes relative without any
+their difference, and attention's `q·k / sqrt(E)` becomes relative without any
 logit term. Pairing follows the "rotate-half" convention of GPT-NeoX / LLaMA /
 HF transformers (dim j with dim j + d/2); the paper's eq. 34 pairs adjacent dims
 (2j, 2j+1), the "interleaved" convention. The two differ by a fixed permutation
@@ -72,7 +72,7 @@ def apply_rope(x: Array, pos: Array, base: float = 10000.0, inv_freq: Array | No
   `out = [x1 cos - x2 sin, x2 cos + x1 sin]`. Computed in float32.
 
   Args:
-    x: `[..., L, H, d]` (e.g. `q_BxLxHxK`); d must be even.
+    x: `[..., L, H, d]` (e.g. `q_BxLxHxE`); d must be even.
     pos: integer positions `[..., L]` (e.g. `pos_BxL`).
     base: wavelength base (10000 in the paper).
     inv_freq: `[d/2]` frequencies replacing `base**(-2j/d)` (e.g. from
@@ -231,12 +231,12 @@ class RoPE(base.PositionScheme):
         rope_frequencies(self.rot_dim, base=self.base, scaling=self.scaling) if scaled
         else (None, 1.0))
 
-  def rotate(self, x_BxLxHxK: Array, pos_BxL: Array) -> Array:
+  def rotate(self, x_BxLxHxE: Array, pos_BxL: Array) -> Array:
     """`apply_rope` on the first `rot_dim` dims of each head (times YaRN's factor), the rest unchanged."""
-    rot_BxLxHxR = apply_rope(x_BxLxHxK[..., :self.rot_dim], pos_BxL, self.base, self.inv_freq)
+    rot_BxLxHxR = apply_rope(x_BxLxHxE[..., :self.rot_dim], pos_BxL, self.base, self.inv_freq)
     if self.attention_factor != 1.0:
       rot_BxLxHxR = (rot_BxLxHxR.astype(jnp.float32) * self.attention_factor).astype(
-          x_BxLxHxK.dtype)
-    if self.rot_dim == x_BxLxHxK.shape[-1]:
+          x_BxLxHxE.dtype)
+    if self.rot_dim == x_BxLxHxE.shape[-1]:
       return rot_BxLxHxR
-    return jnp.concatenate([rot_BxLxHxR, x_BxLxHxK[..., self.rot_dim:]], axis=-1)
+    return jnp.concatenate([rot_BxLxHxR, x_BxLxHxE[..., self.rot_dim:]], axis=-1)

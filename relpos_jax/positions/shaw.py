@@ -8,7 +8,7 @@ layer (each layer has its own), indexed by the clipped distance
 
 enter attention as
 
-    e_ij = q_i · (k_j + a^K_rel(i,j)) / sqrt(K)
+    e_ij = q_i · (k_j + a^K_rel(i,j)) / sqrt(E)
     z_i  = sum_j w_ij (v_j + a^V_rel(i,j))
 
 The naive form gathers an `L x L x K` tensor of table rows. This module computes
@@ -60,44 +60,44 @@ def _row_index(idx_BxQxK: Array, num_buckets: int) -> Array:
   return rows_BxQx1 + idx_BxQxK.astype(jnp.int32)
 
 
-def key_logits(q_BxQxHxK: Array, table_RxK: Array, idx_BxQxK: Array) -> Array:
-  """`q_i · a^K_rel(i,j) / sqrt(K)` in O(L·R) extra memory.
+def key_logits(q_BxQxHxE: Array, table_RxE: Array, idx_BxQxK: Array) -> Array:
+  """`q_i · a^K_rel(i,j) / sqrt(E)` in O(L·R) extra memory.
 
   Args:
-    q_BxQxHxK: queries.
-    table_RxK: the key table `a^K`, R = 2k+1 rows.
+    q_BxQxHxE: queries.
+    table_RxE: the key table `a^K`, R = 2k+1 rows.
     idx_BxQxK: `relative_index(...)`, values in `[0, R)`.
 
   Returns:
     bias `[B, H, Q, K]`.
   """
-  scale = q_BxQxHxK.shape[-1] ** -0.5
-  R = table_RxK.shape[0]
-  B, Q, H, _ = q_BxQxHxK.shape
-  qa_BxQxRxH = jnp.einsum("bqhk,rk->bqrh", q_BxQxHxK, table_RxK) * scale
+  scale = q_BxQxHxE.shape[-1] ** -0.5
+  R = table_RxE.shape[0]
+  B, Q, H, _ = q_BxQxHxE.shape
+  qa_BxQxRxH = jnp.einsum("bqhk,rk->bqrh", q_BxQxHxE, table_RxE) * scale
   rows_BxQxK = _row_index(idx_BxQxK, R)  # every index is in range: idx is clipped to [0, 2k]
   bias_BxQxKxH = qa_BxQxRxH.reshape(B * Q * R, H).at[rows_BxQxK].get(mode="promise_in_bounds")
   return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2))
 
 
-def value_output(w_BxHxQxK: Array, table_RxK: Array, idx_BxQxK: Array) -> Array:
+def value_output(w_BxHxQxK: Array, table_RxE: Array, idx_BxQxK: Array) -> Array:
   """`sum_j w_ij a^V_rel(i,j)` in O(L·R) extra memory.
 
   Args:
     w_BxHxQxK: attention weights.
-    table_RxK: the value table `a^V`, R = 2k+1 rows.
+    table_RxE: the value table `a^V`, R = 2k+1 rows.
     idx_BxQxK: `relative_index(...)`, values in `[0, R)`.
 
   Returns:
-    `[B, Q, H, K]`.
+    `[B, Q, H, E]`.
   """
   B, H, Q, _ = w_BxHxQxK.shape
-  R = table_RxK.shape[0]
+  R = table_RxE.shape[0]
   w_BxQxKxH = jnp.transpose(w_BxHxQxK, (0, 2, 3, 1))
   rows_BxQxK = _row_index(idx_BxQxK, R)
   wb_BxQxRxH = jnp.zeros((B * Q * R, H), w_BxHxQxK.dtype).at[rows_BxQxK].add(
       w_BxQxKxH, mode="promise_in_bounds").reshape(B, Q, R, H)
-  return jnp.einsum("bqrh,rk->bqhk", wb_BxQxRxH, table_RxK.astype(w_BxHxQxK.dtype))
+  return jnp.einsum("bqrh,rk->bqhk", wb_BxQxRxH, table_RxE.astype(w_BxHxQxK.dtype))
 
 
 class Shaw(base.PositionScheme):
@@ -123,13 +123,13 @@ class Shaw(base.PositionScheme):
     if self.use_values:
       self.value_table = self.param("value_table", init, (rows, self.head_dim))
 
-  def logit_bias(self, q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK):
-    """`q_i · a^K_rel(i,j) / sqrt(K)`, or None without `use_keys`."""
-    del k_BxKxHxK
+  def logit_bias(self, q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK):
+    """`q_i · a^K_rel(i,j) / sqrt(E)`, or None without `use_keys`."""
+    del k_BxKxHxE
     if not self.use_keys:
       return None
     idx_BxQxK = relative_index(qpos_BxQ, kpos_BxK, self.max_relative_position)
-    return key_logits(q_BxQxHxK, self.key_table.astype(q_BxQxHxK.dtype), idx_BxQxK)
+    return key_logits(q_BxQxHxE, self.key_table.astype(q_BxQxHxE.dtype), idx_BxQxK)
 
   def value_term(self, w_BxHxQxK, qpos_BxQ, kpos_BxK):
     """`sum_j w_ij a^V_rel(i,j)`, or None without `use_values`."""

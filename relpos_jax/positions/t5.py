@@ -2,12 +2,12 @@
 Transfer Learning with a Unified Text-to-Text Transformer", JMLR, §2.1; the
 bucketing is mesh-tensorflow's / HF transformers' `_relative_position_bucket`).
 
-    score_ij = q_i · k_j / sqrt(K) + b[bucket(j - i), h]
+    score_ij = q_i · k_j / sqrt(E) + b[bucket(j - i), h]
 
 One learned scalar per (bucket, head). Distances below `max_exact` get their own
 bucket; larger ones share log-spaced buckets up to `max_distance`, beyond which
 everything falls in the last bucket (which is why T5's bias can be evaluated at
-any length). T5 itself has no `1/sqrt(K)` (it folds the scale into the
+any length). T5 itself has no `1/sqrt(E)` (it folds the scale into the
 initialisation); this codebase scales `q·k` for every scheme and leaves the bias
 unscaled. One table per stack (encoder, decoder) shared by all its layers, as in
 T5; `share_across_layers=False` gives each layer its own.
@@ -102,15 +102,15 @@ class T5Bias(base.PositionScheme):
     self.table = self.param("rel_bias", nn.initializers.normal(0.02),
                             (self.num_buckets, self.num_heads))
 
-  def logit_bias(self, q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK):
+  def logit_bias(self, q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK):
     """`b[bucket(kpos - qpos), h]` as `[B, H, Q, K]`."""
-    del k_BxKxHxK
+    del k_BxKxHxE
     rel_BxQxK = kpos_BxK[:, None, :].astype(jnp.int32) - qpos_BxQ[:, :, None].astype(jnp.int32)
     bucket_BxQxK = relative_position_bucket(
         rel_BxQxK, bidirectional=not self.causal, num_buckets=self.num_buckets,
         max_distance=self.max_distance)
     bias_BxQxKxH = jnp.take(self.table, bucket_BxQxK, axis=0)
-    return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2)).astype(q_BxQxHxK.dtype)
+    return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2)).astype(q_BxQxHxE.dtype)
 
   def shared_across_layers(self) -> bool:
     """One table per stack unless `share_across_layers=False`."""

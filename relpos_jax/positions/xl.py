@@ -9,9 +9,9 @@ The attention score of query i and key j is split in four terms:
 with `R_r = sinusoidal_encoding(r, rel_dim)` the (fixed) sinusoid of the
 relative distance r = i - j (clipped to `[-clip, clip]` when `clip > 0`, the
 `clamp_len` of the reference code), `W_R` a learned projection per layer
-(`[rel_dim, H, K]`; the paper's `W_{k,R}` with `rel_dim = d_model`), and `u`, `v`
-learned per head (`[H, K]`). Attention computes the content term (a) as
-`q·k / sqrt(K)`; `logit_bias` returns (b) + (c) + (d) with the same `1/sqrt(K)`,
+(`[rel_dim, H, E]`; the paper's `W_{k,R}` with `rel_dim = d_model`), and `u`, `v`
+learned per head (`[H, E]`). Attention computes the content term (a) as
+`q·k / sqrt(E)`; `logit_bias` returns (b) + (c) + (d) with the same `1/sqrt(E)`,
 so the whole score is scaled as in the paper's code. Each layer owns its u, v
 and W_R (the reference code's `untie_r=True`; its default ties u and v across
 layers). In the encoder i - j takes both signs; a negative distance simply has
@@ -76,13 +76,13 @@ def _query_angles_dot_keys(a_BxQxHxD: Array, qpos_BxQ: Array, kpos_BxK: Array) -
   return jnp.einsum("bqhd,bsd->bhqs", rot_BxQxHxD, pk_BxKxD)
 
 
-def position_logits(qv_BxQxHxK: Array, w_r_DxHxK: Array, qpos_BxQ: Array, kpos_BxK: Array,
+def position_logits(qv_BxQxHxE: Array, w_r_DxHxE: Array, qpos_BxQ: Array, kpos_BxK: Array,
                     clip: int = 0) -> Array:
   """`(q_i + v) · W_R R_{clip(i - j)}`: terms (b) + (d), unscaled.
 
   Args:
-    qv_BxQxHxK: queries plus the per-head bias v.
-    w_r_DxHxK: the projection W_R of the sinusoid (D = rel_dim, even).
+    qv_BxQxHxE: queries plus the per-head bias v.
+    w_r_DxHxE: the projection W_R of the sinusoid (D = rel_dim, even).
     qpos_BxQ: integer query positions i.
     kpos_BxK: integer key positions j.
     clip: clip i - j to `[-clip, clip]`; 0: no clipping.
@@ -90,11 +90,11 @@ def position_logits(qv_BxQxHxK: Array, w_r_DxHxK: Array, qpos_BxQ: Array, kpos_B
   Returns:
     `[B, H, Q, K]`, in O(B·Q·H·D + B·H·Q·K) memory (see the module docstring).
   """
-  d = w_r_DxHxK.shape[0]
+  d = w_r_DxHxE.shape[0]
   check_config(clip, d)
   qpos_BxQ = jnp.asarray(qpos_BxQ, jnp.int32)
   kpos_BxK = jnp.asarray(kpos_BxK, jnp.int32)
-  a_BxQxHxD = jnp.einsum("bqhk,dhk->bqhd", qv_BxQxHxK, w_r_DxHxK)
+  a_BxQxHxD = jnp.einsum("bqhk,dhk->bqhd", qv_BxQxHxE, w_r_DxHxE)
   out_BxHxQxK = _query_angles_dot_keys(a_BxQxHxD, qpos_BxQ, kpos_BxK)
   if clip:
     ends_2xD = sinusoidal.sinusoidal_encoding(jnp.array([-clip, clip]), d)
@@ -105,27 +105,27 @@ def position_logits(qv_BxQxHxK: Array, w_r_DxHxK: Array, qpos_BxQ: Array, kpos_B
   return out_BxHxQxK
 
 
-def relative_logits(q_BxQxHxK: Array, k_BxKxHxK: Array, qpos_BxQ: Array, kpos_BxK: Array,
-                    u_HxK: Array, v_HxK: Array, w_r_DxHxK: Array, clip: int = 0) -> Array:
-  """Terms (b) + (c) + (d) of Transformer-XL's score, divided by sqrt(K).
+def relative_logits(q_BxQxHxE: Array, k_BxKxHxE: Array, qpos_BxQ: Array, kpos_BxK: Array,
+                    u_HxE: Array, v_HxE: Array, w_r_DxHxE: Array, clip: int = 0) -> Array:
+  """Terms (b) + (c) + (d) of Transformer-XL's score, divided by sqrt(E).
 
   Args:
-    q_BxQxHxK: queries.
-    k_BxKxHxK: keys.
+    q_BxQxHxE: queries.
+    k_BxKxHxE: keys.
     qpos_BxQ: integer query positions i.
     kpos_BxK: integer key positions j.
-    u_HxK: the content bias u of term (c).
-    v_HxK: the position bias v of term (d).
-    w_r_DxHxK: the projection W_R of the relative sinusoid, D = rel_dim.
+    u_HxE: the content bias u of term (c).
+    v_HxE: the position bias v of term (d).
+    w_r_DxHxE: the projection W_R of the relative sinusoid, D = rel_dim.
     clip: clip i - j to `[-clip, clip]`; 0: no clipping.
 
   Returns:
-    bias `[B, H, Q, K]`: `(q_i·W_R R_{i-j} + u·k_j + v·W_R R_{i-j}) / sqrt(K)`.
+    bias `[B, H, Q, K]`: `(q_i·W_R R_{i-j} + u·k_j + v·W_R R_{i-j}) / sqrt(E)`.
   """
-  scale = q_BxQxHxK.shape[-1] ** -0.5
-  content_Bx1xHxK = jnp.einsum("hk,bshk->bhs", u_HxK, k_BxKxHxK)[:, :, None, :]
-  position_BxHxQxK = position_logits(q_BxQxHxK + v_HxK, w_r_DxHxK, qpos_BxQ, kpos_BxK, clip)
-  return (content_Bx1xHxK + position_BxHxQxK) * scale
+  scale = q_BxQxHxE.shape[-1] ** -0.5
+  content_BxHx1xK = jnp.einsum("hk,bshk->bhs", u_HxE, k_BxKxHxE)[:, :, None, :]
+  position_BxHxQxK = position_logits(q_BxQxHxE + v_HxE, w_r_DxHxE, qpos_BxQ, kpos_BxK, clip)
+  return (content_BxHx1xK + position_BxHxQxK) * scale
 
 
 class TransformerXL(base.PositionScheme):
@@ -149,8 +149,8 @@ class TransformerXL(base.PositionScheme):
     self.v = self.param("v", init, (self.num_heads, self.head_dim))
     self.w_r = self.param("w_r", init, (d, self.num_heads, self.head_dim))
 
-  def logit_bias(self, q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK):
-    """`(q_i·W_R R_{i-j} + u·k_j + v·W_R R_{i-j}) / sqrt(K)` as `[B, H, Q, K]`."""
-    dtype = q_BxQxHxK.dtype
-    return relative_logits(q_BxQxHxK, k_BxKxHxK, qpos_BxQ, kpos_BxK, self.u.astype(dtype),
+  def logit_bias(self, q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK):
+    """`(q_i·W_R R_{i-j} + u·k_j + v·W_R R_{i-j}) / sqrt(E)` as `[B, H, Q, K]`."""
+    dtype = q_BxQxHxE.dtype
+    return relative_logits(q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK, self.u.astype(dtype),
                            self.v.astype(dtype), self.w_r.astype(dtype), self.clip).astype(dtype)
