@@ -52,6 +52,7 @@ import numpy as np
 from relpos_jax import architectures
 from relpos_jax import decode
 from relpos_jax import model as model_lib
+from relpos_jax import optim
 from relpos_jax import positions
 from relpos_jax import train_lib
 from relpos_jax.data import pipeline
@@ -278,7 +279,7 @@ def bench_train(clock: Clock, shape: Shape, scheme: str, B: int, L: int, runs: i
   model = make_model(shape, scheme, L)
   rng = np.random.default_rng(0)
   batch = {"inputs": random_tokens(rng, shape, B, L), "targets": random_tokens(rng, shape, B, L)}
-  tx, schedule = train_lib.make_optimizer(num_steps=1000)
+  tx, schedule = optim.make_optimizer(num_steps=1000)
   state = jax.jit(functools.partial(train_lib.init_state, model, tx, 0))(batch)
   step = train_lib.make_train_step(model, tx, schedule, label_smoothing=0.0,
                                    randomized=randomized_lib.RandomizedPositions())
@@ -376,7 +377,7 @@ def bench_seeds(clock: Clock, config_arg: str, num_seeds: int, runs: int) -> lis
   seeds = [config.seed + i for i in range(num_seeds)]
   datasets = [pipeline.make_dataset(seed=s, **config.data) for s in seeds]
   model = architectures.make_model(config.model, vocab_size=datasets[0].vocab.size)
-  tx, schedule = train_lib.make_optimizer(num_steps=config.num_steps, **config.optimizer)
+  tx, schedule = optim.make_optimizer(num_steps=config.num_steps, **config.optimizer)
   step = train_lib.make_train_step(
       model, tx, schedule, label_smoothing=config.label_smoothing,
       randomized=randomized_lib.RandomizedPositions(**config.randomized))
@@ -634,7 +635,7 @@ def report(results: dict) -> str:
       f"{shape.head_dim}, {shape.num_encoder_layers} encoder + {shape.num_decoder_layers} "
       f"decoder layers, d_ff {shape.d_ff}, vocab {shape.vocab_size}, RMSNorm, tied "
       "embeddings; each scheme with its default config (a `learned` table grown to L "
-      "rows). AdamW (`train_lib.make_optimizer`: warmup + cosine, global-norm clipping).",
+      "rows). AdamW (`optim.make_optimizer`: warmup + cosine, global-norm clipping).",
       f"* Lengths L (source = target): {', '.join(map(str, lengths))}. Batch: {batches} "
       f"(`--batch {args['batch']}`, cut to about `--tokens_per_batch "
       f"{args['tokens_per_batch']}` tokens at longer lengths, so every step processes the "

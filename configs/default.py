@@ -18,8 +18,8 @@ import ml_collections
 
 from relpos_jax import architectures
 from relpos_jax import config_args
+from relpos_jax import optim
 from relpos_jax import positions
-from relpos_jax import train_lib
 from relpos_jax.data import pipeline
 from relpos_jax.positions import randomized
 
@@ -48,7 +48,7 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
   config.randomized = randomized.default_config()
   config.randomized.enabled = args["randomized"]
 
-  config.optimizer = train_lib.optimizer_config()
+  config.optimizer = optim.optimizer_config()
   config.optimizer.update(learning_rate=1e-2, warmup_steps=200)
   config.label_smoothing = 0.0
   config.num_steps = args["steps"] or 2500

@@ -19,14 +19,12 @@ Arguments: those of configs/default.py (scheme, seed, num_seeds, steps,
 randomized, smoke); `task` is scan.
 """
 
-import os
-
 import ml_collections
 
-from relpos_jax import config_args
-from relpos_jax import sweep
+from configs import default as _DEFAULT
 
-_DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "default.py"))
+from relpos_jax import config_args
+
 
 
 def get_config(arg=None) -> ml_collections.ConfigDict:

@@ -21,7 +21,6 @@ TensorBoard.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import time
 from typing import Any
 
@@ -40,6 +39,7 @@ from relpos_jax import errors
 from relpos_jax import evaluate
 from relpos_jax import losses
 from relpos_jax import metric_writers
+from relpos_jax import optim
 from relpos_jax import model as model_lib
 from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
@@ -47,50 +47,6 @@ from relpos_jax.data import vocab as vocab_lib
 from relpos_jax.positions import randomized as randomized_lib
 
 RUN_IDENTITY_KEYS = workdir_lib.RUN_IDENTITY_KEYS  # config keys that must match to resume
-
-
-# ------------------------------------------------------------------ optimizer
-
-def make_optimizer(*, num_steps: int, learning_rate: float = 1e-3, warmup_steps: int = 100,
-                   decay: str = "cosine", weight_decay: float = 0.01,
-                   grad_clip_norm: float = 1.0, b1: float = 0.9, b2: float = 0.98,
-                   eps: float = 1e-9) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """AdamW with linear warmup then cosine or rsqrt decay, after global-norm clipping.
-
-  These defaults are the single declaration of the `optimizer` config.
-
-  Args:
-    num_steps: total training steps (the cosine decays to 0 at the end).
-    learning_rate: peak learning rate, reached after `warmup_steps`.
-    warmup_steps: linear warmup from 0.
-    decay: "cosine" (to 0 at num_steps) or "rsqrt" (lr * sqrt(warmup / step)).
-    weight_decay: AdamW's decoupled weight decay.
-    grad_clip_norm: clip gradients to this global norm (<= 0: no clipping).
-    b1, b2, eps: Adam's moments.
-
-  Returns:
-    (the optax transformation, the learning-rate schedule).
-  """
-  warmup = optax.linear_schedule(0.0, learning_rate, max(warmup_steps, 1))
-  if decay == "cosine":
-    after = optax.cosine_decay_schedule(learning_rate, max(num_steps - warmup_steps, 1))
-  elif decay == "rsqrt":
-    after = lambda s: learning_rate * jnp.sqrt(max(warmup_steps, 1) / (s + max(warmup_steps, 1)))
-  else:
-    raise ValueError(f"unknown decay {decay!r} (config key optimizer.decay); "
-                     "choose one of: cosine, rsqrt")
-  schedule = optax.join_schedules([warmup, after], [warmup_steps])
-  clip = [optax.clip_by_global_norm(grad_clip_norm)] if grad_clip_norm > 0 else []
-  tx = optax.chain(*clip, optax.adamw(schedule, b1=b1, b2=b2, eps=eps,
-                                      weight_decay=weight_decay))
-  return tx, schedule
-
-
-def optimizer_config() -> ml_collections.ConfigDict:
-  """The `optimizer` config: `make_optimizer`'s keywords but `num_steps`, with defaults."""
-  params = inspect.signature(make_optimizer).parameters
-  return ml_collections.ConfigDict(
-      {k: p.default for k, p in params.items() if k != "num_steps"})
 
 
 # ---------------------------------------------------------------- train state
@@ -147,16 +103,11 @@ def make_train_step(model, tx, schedule, *, label_smoothing: float,
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     new_state = TrainState(step=state.step + 1, params=optax.apply_updates(state.params, updates),
                            opt_state=opt_state)
-    metrics = {"loss": loss, "grad_norm": _global_norm(grads),
+    metrics = {"loss": loss, "grad_norm": optax.global_norm(grads),
                "learning_rate": schedule(state.step), **losses.accuracy_metrics(logits, targets_BxT)}
     return new_state, metrics
 
   return train_step
-
-
-def _global_norm(tree) -> jax.Array:
-  """sqrt of the sum of squares of every leaf."""
-  return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree_util.tree_leaves(tree)))
 
 
 # ------------------------------------------------------------ devices & data
@@ -334,7 +285,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
     check_config(config, model, datasets[0])
     prepare_workdir(config, workdir, datasets[0].vocab)
 
-  tx, schedule = make_optimizer(num_steps=config.num_steps, **config.optimizer)
+  tx, schedule = optim.make_optimizer(num_steps=config.num_steps, **config.optimizer)
   mesh = make_mesh()
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   batch_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "data"))

@@ -14,8 +14,8 @@ from relpos_jax import train_lib
 from relpos_jax.data import pipeline
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "configs"
-FILES = sorted(CONFIGS.rglob("*.py"))
-ABLATIONS = sorted((CONFIGS / "ablations").glob("*.py"))
+FILES = sorted(p for p in CONFIGS.rglob("*.py") if p.name != "__init__.py")
+ABLATIONS = sorted(p for p in (CONFIGS / "ablations").glob("*.py") if p.name != "__init__.py")
 IDS = lambda paths: [str(p.relative_to(CONFIGS)) for p in paths]
 
 

@@ -9,6 +9,7 @@ from relpos_jax import architectures
 from relpos_jax import evaluate
 from relpos_jax import losses
 from relpos_jax import metric_writers
+from relpos_jax import optim
 from relpos_jax import train_lib
 from relpos_jax.data import pipeline
 
@@ -37,18 +38,18 @@ def _params_close(a, b, atol=0.0):
 
 
 def test_optimizer_config_matches_make_optimizer():
-  cfg = train_lib.optimizer_config()
+  cfg = optim.optimizer_config()
   assert set(cfg) == {"learning_rate", "warmup_steps", "decay", "weight_decay",
                       "grad_clip_norm", "b1", "b2", "eps"}
-  tx, schedule = train_lib.make_optimizer(num_steps=1000, **cfg)
+  tx, schedule = optim.make_optimizer(num_steps=1000, **cfg)
   assert float(schedule(0)) == 0.0
   np.testing.assert_allclose(float(schedule(cfg.warmup_steps)), cfg.learning_rate, rtol=1e-6)
   assert float(schedule(999)) < 0.01 * cfg.learning_rate  # cosine reaches ~0
-  _, rsqrt = train_lib.make_optimizer(num_steps=100, **{**cfg, "decay": "rsqrt"})
+  _, rsqrt = optim.make_optimizer(num_steps=100, **{**cfg, "decay": "rsqrt"})
   np.testing.assert_allclose(float(rsqrt(4 * cfg.warmup_steps)),
                              cfg.learning_rate * np.sqrt(1 / 4), rtol=1e-5)
   with pytest.raises(ValueError, match="optimizer.decay"):
-    train_lib.make_optimizer(num_steps=10, decay="linear")
+    optim.make_optimizer(num_steps=10, decay="linear")
   del tx
 
 

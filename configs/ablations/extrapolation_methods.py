@@ -56,17 +56,14 @@ Arguments: those of configs/default.py (`num_seeds`, `steps`, `smoke`, ...); sch
 and task are set per run.
 """
 
-import os
 from typing import Any
 
 import ml_collections
 
-from relpos_jax import positions
-from relpos_jax import sweep
+from configs.ablations import kazemnejad as _KAZEMNEJAD
 
-_CONFIGS = os.path.join(os.path.dirname(__file__), "..")
-_DEFAULT = sweep.load_module(os.path.join(_CONFIGS, "default.py"))
-_KAZEMNEJAD = sweep.load_module(os.path.join(_CONFIGS, "ablations", "kazemnejad.py"))
+from relpos_jax import positions
+
 SCHEMES = ("none", "rope", "alibi", "kerple", "fire", "t5")
 SYNTHETIC_TASKS = ("copy", "reverse")
 ADDITION = "add_index_hints"

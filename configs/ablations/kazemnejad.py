@@ -36,16 +36,14 @@ of configs/default.py (`num_seeds`, `steps`, `smoke`, ...); scheme and task are 
 per run.
 """
 
-import os
-
 import ml_collections
+
+from configs import default as _DEFAULT
 
 from relpos_jax import architectures
 from relpos_jax import config_args
 from relpos_jax import positions
-from relpos_jax import sweep
 
-_DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "..", "default.py"))
 SCHEMES = ("none", "t5", "alibi", "rope", "sinusoidal")
 SYNTHETIC_TASKS = ("copy", "reverse")
 SCAN_SPLIT = "length_cutoff_25"

@@ -19,14 +19,12 @@ Expected runtime: ~20 min per 3-seed run on 2 CPU cores at the ablation size (2,
 steps of 64), 4 runs per registered scheme. Arguments: those of configs/default.py.
 """
 
-import os
-
 import ml_collections
 
-from relpos_jax import positions
-from relpos_jax import sweep
+from configs import default as _DEFAULT
 
-_DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "..", "default.py"))
+from relpos_jax import positions
+
 MAX_RANDOM_POSITION = 256  # > the longest padded eval sequence (128), as the trainer requires
 
 

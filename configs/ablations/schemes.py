@@ -29,16 +29,13 @@ Arguments: those of configs/default.py (e.g. `num_seeds=1`, `steps=500`, `smoke`
 `scheme` and `task` are set per run.
 """
 
-import os
-
 import ml_collections
 
-from relpos_jax import positions
-from relpos_jax import sweep
+from configs import default as _DEFAULT
+from configs import scan_length as _SCAN_LENGTH
 
-_CONFIGS = os.path.join(os.path.dirname(__file__), "..")
-_DEFAULT = sweep.load_module(os.path.join(_CONFIGS, "default.py"))
-_SCAN_LENGTH = sweep.load_module(os.path.join(_CONFIGS, "scan_length.py"))
+from relpos_jax import positions
+
 SYNTHETIC_TASKS = ("copy", "reverse")
 
 

@@ -13,13 +13,11 @@ Expected runtime: ~2 min per run on 2 CPU cores at the ablation size (6 runs).
 Arguments: those of configs/default.py (`smoke`, `num_seeds`, `steps`, `task`, ...).
 """
 
-import os
-
 import ml_collections
 
-from relpos_jax import sweep
+from configs import default as _DEFAULT
 
-_DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "..", "default.py"))
+
 CLIPPING = (0, 1, 2, 4, 16, 64)
 
 

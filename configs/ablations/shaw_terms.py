@@ -12,13 +12,12 @@ Arguments: those of configs/default.py.
 """
 
 import itertools
-import os
 
 import ml_collections
 
-from relpos_jax import sweep
+from configs import default as _DEFAULT
 
-_DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "..", "default.py"))
+
 
 
 def get_config(arg=None) -> ml_collections.ConfigDict:

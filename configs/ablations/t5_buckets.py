@@ -16,14 +16,13 @@ Arguments: those of configs/default.py.
 """
 
 import itertools
-import os
 
 import ml_collections
 
-from relpos_jax import config_args
-from relpos_jax import sweep
+from configs import default as _DEFAULT
 
-_DEFAULT = sweep.load_module(os.path.join(os.path.dirname(__file__), "..", "default.py"))
+from relpos_jax import config_args
+
 NUM_BUCKETS = (8, 16, 32, 64)
 MAX_DISTANCE = (16, 32, 128)
 

@@ -1,0 +1,1 @@
+"""One config file per ablation table: get_config(arg) + get_sweep()."""
