@@ -676,7 +676,12 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
 def _describe_validation(dataset: pipeline.Dataset) -> str:
   """One line saying what the validation set is (from `Dataset.validation_info`)."""
   info = dataset.validation_info()
-  return ", ".join(f"{k} {v}" for k, v in info.items())
+  lengths = info.get("lengths") or []
+  span = f"{min(lengths)}–{max(lengths)}" if lengths else "?"
+  where = ("a held-out stream of its own" if info.get("source") == "held_out_stream"
+           else f"{info.get('fraction', 0):.0%} of the training inputs held out")
+  return (f"{info.get('num_examples')} examples at lengths {span} "
+          f"({info.get('length_unit', 'tokens')}), {where}")
 
 
 def train_distance(model, dataset: pipeline.Dataset, num_examples: int = 512) -> int:

@@ -108,9 +108,21 @@ def train_seconds(workdir: str) -> float | None:
   return total
 
 
+def _cpu_model() -> str:
+  """The CPU's model name (/proc/cpuinfo on Linux), else the platform's word for it."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or platform.machine()
+
+
 def machine() -> dict[str, Any]:
   """The machine a run was timed on: processor, core count, Python."""
-  return {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+  return {"processor": _cpu_model(), "cpus": os.cpu_count(),
           "python": sys.version.split()[0], "platform": platform.platform()}
 
 
