@@ -45,6 +45,7 @@ import numpy as np
 from relpos_jax import architectures
 from relpos_jax import decode
 from relpos_jax import losses
+from relpos_jax import provenance
 from relpos_jax import report
 from relpos_jax import scoring
 from relpos_jax import workdir as workdir_lib
@@ -588,8 +589,9 @@ def evaluate_workdir(workdir: str, lengths: Iterable[int] | None = None,
     `checkpoint_rule`, `final_step`, `valid_exact_match`,
     `valid_token_accuracy`, `valid_num_examples`, `valid_source`,
     `best_valid_exact_match`, `best_valid_step`, `converged_at`,
-    `converged`), `overrides` and `error` (None, or why the length is not
-    representable).
+    `converged`), `overrides`, `eval_positions`, `provenance` (the evaluating
+    process's package versions, backend and git commit) and `error` (None, or
+    why the length is not representable).
 
   Raises:
     FileNotFoundError: no config.json or no checkpoint.
@@ -631,7 +633,8 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
           "max_train_length": max_train, "checkpoint_rule": rule if step is None else "step",
           "converged_at": converged_at, "valid_source": valid_source,
           "overrides": list(options.overrides),
-          "eval_positions": "random" if options.random_positions else "0..L-1"}
+          "eval_positions": "random" if options.random_positions else "0..L-1",
+          "provenance": provenance.provenance()}
   max_random_position = None
   if options.random_positions:
     max_random_position = int(config.get("randomized", {}).get("max_random_position", 0))

@@ -5,7 +5,8 @@ eval records are stored on their own as soon as it is evaluated:
 
     results/<table>/table.json          the sweep: its config file and run names, in order
     results/<table>/records/<run>.jsonl that run's eval records (every replica × length)
-    results/<table>/runs/<run>.json     its config, training and eval time, versions, machine
+    results/<table>/runs/<run>.json     its config (with the training's provenance), training and
+                                        eval time, machine, the evaluation's provenance
     results/<table>/extrapolation.{md,csv,jsonl}, accuracy_vs_length.png
                                         the table's report over the runs stored so far
     results/<table>/notes.md            hand-written: what the table shows (optional)
@@ -30,6 +31,7 @@ from absl import app
 from absl import flags
 
 from relpos_jax import metric_writers
+from relpos_jax import provenance
 from relpos_jax import report
 from relpos_jax import tables
 
@@ -142,7 +144,8 @@ def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: s
   with open(os.path.join(workdir, "config.json")) as f:
     config = json.load(f)
   run_info = {"run": run, "config": config, "train_seconds": train_seconds(workdir),
-              "eval_seconds": eval_seconds, "machine": machine(), **(info or {})}
+              "eval_seconds": eval_seconds, "machine": machine(),
+              "eval_provenance": provenance.provenance(), **(info or {})}
   path = os.path.join(table_dir, "runs", f"{_file_name(run)}.json")
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path, "w") as f:
