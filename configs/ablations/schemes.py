@@ -2,28 +2,29 @@
 
 The main extrapolation table, after Kazemnejad et al. 2023 ("The Impact of
 Positional Encoding on Length Generalization in Transformers"): on copy, trained
-on lengths <= 20 and tested to 40, their exact match was about NoPE .99, T5 bias
-.77, ALiBi .29, RoPE .00, sinusoidal .00. Their models are decoder-only; this
-table's is configs/default.py's encoder-decoder (`model.arch`).
+on lengths <= 20 and tested to 40. Their models are decoder-only (see
+kazemnejad.py for that comparison and their published numbers); this table's is
+configs/default.py's encoder-decoder (`model.arch`).
 
 Runs: each scheme of `positions.SCHEMES` (a newly registered scheme appears
 without editing this file) × {copy, reverse, SCAN length split}, named
-`<scheme>+<task>` (`t5+copy`, `shaw+reverse`, `rope+scan_length`), 24 runs for the
-8 schemes registered today. Each run trains 3 seeds together as replicas
-(`num_seeds=3`) at configs/default.py's `ablation` size: 1000 steps of batch 32,
+`<scheme>+<task>` (`t5+copy`, `shaw+reverse`, `rope+scan_length`), 30 runs for the
+10 schemes registered today. Each run trains 3 seeds together as replicas
+(`num_seeds=3`) at configs/default.py's `ablation` size: 2,500 steps of batch 64,
 the same model for every task. Copy and reverse train on lengths 1-20 and are
-evaluated at 5-80 (up to 4x), 64 examples per length; SCAN trains on commands
-with <= 22 actions and is evaluated on the whole test split (24-48 actions), its
-data section taken from configs/scan_length.py.
+evaluated at 5-80 (up to 4x), 128 examples per length; SCAN trains on commands
+with <= 22 actions (10% of them held out for validation) and is evaluated on the
+whole test split (24-48 actions), its data section taken from configs/scan_length.py.
 
-  python train.py --config configs/ablations/schemes.py --workdir runs/schemes
+  python train.py --config configs/ablations/schemes.py --workdir runs/schemes \
+      --results_dir results/schemes
   python train.py --config configs/ablations/schemes.py:smoke --workdir /tmp/schemes \
       --runs t5+copy,sinusoidal+copy      # seconds per run
 
-Writes runs/schemes/eval/{extrapolation.md, extrapolation.csv, extrapolation.jsonl,
-accuracy_vs_length.png}.
-Expected runtime: ~2 min per run on 2 CPU cores at the ablation size, about 45 min
-for the 24 runs; `--sweep_shard i/n` splits them over n processes.
+Writes each run's records to results/schemes/ as it finishes (without --results_dir:
+runs/schemes/eval/ at the end). Expected runtime: ~10-20 min per 3-seed run on 2 CPU
+cores at the ablation size, ~8 h for the 30 runs; `--sweep_shard i/n` splits them
+over n processes.
 
 Arguments: those of configs/default.py (e.g. `num_seeds=1`, `steps=500`, `smoke`);
 `scheme` and `task` are set per run.

@@ -7,9 +7,11 @@ model trained on lengths 1-20 and evaluated to 80, one run per k
 information); for k >= 20 no training distance is clipped, so longer test
 sequences meet distances (and table rows) never trained.
 
-  python train.py --config configs/ablations/shaw_clipping.py --workdir runs/shaw_clipping
+  python train.py --config configs/ablations/shaw_clipping.py --workdir runs/shaw_clipping \
+      --results_dir results/shaw_clipping
 
-Expected runtime: ~2 min per run on 2 CPU cores at the ablation size (6 runs).
+Expected runtime: ~20 min per 3-seed run at the ablation size (2,500 steps of 64),
+measured on 2 CPU cores shared with other jobs; less alone (6 runs).
 Arguments: those of configs/default.py (`smoke`, `num_seeds`, `steps`, `task`, ...).
 """
 

@@ -9,9 +9,11 @@ The grid is {8, 16, 32, 64} × {16, 32, 128}, keeping only the pairs T5's formul
 accepts: the causal decoder's exact range is num_buckets / 2, and max_distance
 must exceed it. That drops (32, 16), (64, 16) and (64, 32): 9 runs.
 
-  python train.py --config configs/ablations/t5_buckets.py --workdir runs/t5_buckets
+  python train.py --config configs/ablations/t5_buckets.py --workdir runs/t5_buckets \
+      --results_dir results/t5_buckets
 
-Expected runtime: ~2 min per run on 2 CPU cores at the ablation size (9 runs).
+Expected runtime: ~20 min per 3-seed run at the ablation size (2,500 steps of 64),
+measured on 2 CPU cores shared with other jobs; less alone (9 runs).
 Arguments: those of configs/default.py.
 """
 
