@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import ml_collections
+
 
 def parse(arg: str | None, allowed: Mapping[str, Any]) -> dict[str, Any]:
   """Parses `arg` into a dict, each value converted to the type of its default.
@@ -38,3 +40,29 @@ def parse(arg: str | None, allowed: Mapping[str, Any]) -> dict[str, Any]:
       except ValueError as e:
         raise ValueError(f"config argument {key}={value!r}: expected {type(default).__name__}") from e
   return out
+
+
+def parent_of(config: ml_collections.ConfigDict, key: str,
+              what: str) -> tuple[ml_collections.ConfigDict, str]:
+  """The sub-config holding a dotted key, and the key's last part; the key must exist.
+
+  Args:
+    config: the config.
+    key: `a.b.c`.
+    what: how the caller names the key in errors (e.g. "sweep override").
+
+  Returns:
+    `(node, leaf)` with `leaf in node`.
+
+  Raises:
+    ValueError: a part of the key the config does not have (the message names it).
+  """
+  *parents, leaf = key.split(".")
+  node = config
+  for i, part in enumerate(parents + [leaf]):
+    if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+      raise ValueError(f"{what} {key!r}: the config has no key "
+                       f"{'.'.join((parents + [leaf])[:i + 1])!r}")
+    if i < len(parents):
+      node = node[part]
+  return node, leaf

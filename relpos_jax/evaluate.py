@@ -43,6 +43,7 @@ import ml_collections
 import numpy as np
 
 from relpos_jax import architectures
+from relpos_jax import config_args
 from relpos_jax import decode
 from relpos_jax import losses
 from relpos_jax import provenance
@@ -440,14 +441,7 @@ def apply_overrides(config: ml_collections.ConfigDict,
   """
   config = copy.deepcopy(config)
   for key, value in parse_overrides(overrides).items():
-    *parents, leaf = key.split(".")
-    node = config
-    for i, part in enumerate(parents + [leaf]):
-      if not isinstance(node, ml_collections.ConfigDict) or part not in node:
-        raise ValueError(f"override {key!r}: the run's config has no key "
-                         f"{'.'.join((parents + [leaf])[:i + 1])!r}")
-      if i < len(parents):
-        node = node[part]
+    node, leaf = config_args.parent_of(config, key, "eval override")
     node[leaf] = value
   return config
 

@@ -60,6 +60,7 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
+from relpos_jax import config_args
 from relpos_jax import distributed
 from relpos_jax import errors
 from relpos_jax import evaluate
@@ -158,14 +159,7 @@ def apply_overrides(config: ml_collections.ConfigDict,
   config = copy.deepcopy(config)
   config.unlock()
   for key, value in overrides.items():
-    *parents, leaf = key.split(".")
-    node = config
-    for i, part in enumerate(parents + [leaf]):
-      if not isinstance(node, ml_collections.ConfigDict) or part not in node:
-        raise ValueError(f"sweep override {key!r}: the config has no key "
-                         f"{'.'.join((parents + [leaf])[:i + 1])!r}")
-      if i < len(parents):
-        node = node[part]
+    node, leaf = config_args.parent_of(config, key, "sweep override")
     if isinstance(value, _MAPPINGS):
       node[leaf] = ml_collections.ConfigDict(_plain(value))
     else:
