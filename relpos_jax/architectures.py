@@ -6,20 +6,51 @@
 dataclass fields (declared once, there) plus `arch`. Both architectures share one
 call signature: `model.apply(variables, inputs_BxS, targets_BxT)` gives the
 teacher-forced logits `[B, T, V]` predicting `targets`, and `decode.greedy_decode`
-generates from either.
+generates from either through the decoding protocol `Seq2SeqModel` declares.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, Protocol, runtime_checkable
 
 import flax.linen as nn
+import jax
 import ml_collections
 
 from relpos_jax import decoder_only
 from relpos_jax import model as model_lib
 from relpos_jax import positions
+
+Array = jax.Array
+
+
+@runtime_checkable
+class Seq2SeqModel(Protocol):
+  """What every registered architecture offers the trainer, the evaluator and `decode.py`.
+
+  Called with `model.apply(variables, ...)` (or `method=`), never directly.
+  """
+
+  joint_positions: ClassVar[bool]  # one running sequence: randomized positions drawn jointly
+
+  def __call__(self, inputs_BxS: Array, targets_BxT: Array, inputs_pos_BxS: Array | None = None,
+               targets_pos_BxT: Array | None = None, deterministic: bool = True) -> Array:
+    """Teacher-forced logits `[B, T, V]` predicting `targets` (which end with EOS)."""
+
+  def check_lengths(self, max_input_length: int, max_target_length: int) -> None:
+    """Raises ValueError if the scheme cannot encode these lengths (before any tracing)."""
+
+  def cache_sizing(self, inputs_BxS: Array, max_len: int) -> None:
+    """Creates the decoding cache for `max_len` generated tokens (inside `init`)."""
+
+  def prime(self, inputs_BxS: Array, inputs_pos_BxS: Array | None = None,
+            start_pos_B: Array | None = None) -> tuple[Array, Any, Array]:
+    """Feeds everything before the first target token: `(logits_BxV, context, start_pos_B)`."""
+
+  def step(self, token_B: Array, pos_B: Array, context: Any, inputs_BxS: Array) -> Array:
+    """Feeds one token at `pos_B` through the cache: logits `[B, V]` for the next."""
+
 
 ARCHS: dict[str, type[nn.Module]] = {
     "encoder_decoder": model_lib.EncoderDecoder,

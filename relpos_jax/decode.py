@@ -81,7 +81,7 @@ def random_decode_positions(model, inputs_BxS: Array, max_len: int, position_rng
   return randomized.input_target_positions(
       position_rng, jnp.sum(inputs_BxS != vocab.PAD_ID, axis=1), S,
       jnp.full((B,), max_len, jnp.int32), max_len, max_random_position=max_random_position,
-      joint=getattr(model, "joint_positions", False), per_example=False)
+      joint=model.joint_positions, per_example=False)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_len", "max_random_position"))
@@ -234,7 +234,7 @@ def _check_random_positions(model, inputs_BxS: Array, max_len: int, position_rng
   if inputs_pos_BxS is not None:
     raise ValueError("pass either inputs_pos_BxS or position_rng, not both")
   S = inputs_BxS.shape[1]
-  needed = S + max_len if getattr(model, "joint_positions", False) else max(S, max_len)
+  needed = S + max_len if model.joint_positions else max(S, max_len)
   if needed > max_random_position:
     raise ValueError(f"cannot draw {needed} distinct positions for {S} input and {max_len} "
                      f"target slots from [0, {max_random_position}); raise "

@@ -699,7 +699,7 @@ def train_distance(model, dataset: pipeline.Dataset, num_examples: int = 512) ->
   batch = dataset.train_batch(0, min(num_examples, dataset.num_train_examples or num_examples))
   longest_s = int((batch["inputs"] != vocab.PAD_ID).sum(1).max())
   longest_t = int((batch["targets"] != vocab.PAD_ID).sum(1).max())
-  if getattr(model, "joint_positions", False):
+  if model.joint_positions:
     return longest_s + longest_t - 1
   return max(longest_s, longest_t) - 1
 

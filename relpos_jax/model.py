@@ -15,7 +15,7 @@ the decoder input. Token embeddings are shared by encoder and decoder (one vocab
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import flax
 import flax.linen as nn
@@ -175,6 +175,7 @@ class EncoderDecoder(nn.Module):
     length_scale_train_keys: n_train (>= 2 when `length_scaled_attention`).
   """
 
+  joint_positions: ClassVar[bool] = False  # inputs and targets have positions of their own
   vocab_size: int
   d_model: int = 64
   num_heads: int = 4

@@ -91,7 +91,7 @@ def make_train_step(model, tx, schedule, *, label_smoothing: float,
     inputs_pos, targets_pos = randomized.train_positions(
         pos_rng, jnp.sum(inputs_BxS != vocab_lib.PAD_ID, axis=1), inputs_BxS.shape[1],
         jnp.sum(targets_BxT != vocab_lib.PAD_ID, axis=1), targets_BxT.shape[1],
-        joint=getattr(model, "joint_positions", False))
+        joint=model.joint_positions)
 
     def loss_fn(params):
       logits = model.apply({"params": params}, inputs_BxS, targets_BxT, inputs_pos, targets_pos,
@@ -216,7 +216,7 @@ def check_config(config: ml_collections.ConfigDict, model, dataset: pipeline.Dat
   if not rand.enabled:
     model.check_lengths(max_s, max_t)
     return
-  longest = max_s + max_t if getattr(model, "joint_positions", False) else max(max_s, max_t)
+  longest = max_s + max_t if model.joint_positions else max(max_s, max_t)
   if rand.max_random_position < longest:
     raise ValueError(
         f"randomized.max_random_position={rand.max_random_position} is below the longest "

@@ -73,3 +73,4 @@ def test_the_layers_run_one_way():
   assert "relpos_jax.sweep" not in graph["relpos_jax.train_lib"]
   for low in ("relpos_jax.scoring", "relpos_jax.losses", "relpos_jax.workdir"):
     assert not graph[low] & {"relpos_jax.evaluate", "relpos_jax.train_lib", "relpos_jax.sweep"}
+
