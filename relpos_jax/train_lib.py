@@ -167,9 +167,10 @@ def checkpoint_manager(workdir: str, keep: int) -> ocp.CheckpointManager:
   return workdir_lib.checkpoint_manager(workdir, keep)
 
 
-def restore_or_keep(manager: ocp.CheckpointManager, state: TrainState,
-                    workdir: str | None = None) -> TrainState:
+def restore_or_keep(manager: ocp.CheckpointManager, state: Any, workdir: str | None = None) -> Any:
   """The newest readable checkpoint restored into `state`'s structure and shardings, or `state`.
+
+  `state` is whatever pytree the loop saves (a `TrainState`, or a dict holding one).
 
   Unreadable newer checkpoints are moved aside (with `workdir`; by process 0)
   with a warning naming the step and the error.
