@@ -657,7 +657,7 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
       records.append({**replica_base, **record})
     if rows is not None:
       predictions += [{"run": target.name, "seed": seed, **row} for row in rows]
-  out_dir = os.path.join(target.workdir, "eval")
+  out_dir = workdir_lib.eval_dir(target.workdir)
   report.write_report(records, out_dir)
   if options.dump_predictions:
     report.write_records(predictions, os.path.join(out_dir, report.PREDICTIONS_FILE))
@@ -728,7 +728,7 @@ def _eval_dataset(config: ml_collections.ConfigDict, options: EvalOptions) -> pi
 
 def _check_vocab(workdir: str, dataset: pipeline.Dataset) -> None:
   """Raises ValueError if the rebuilt vocabulary differs from the run's vocab.json."""
-  path = os.path.join(workdir, "vocab.json")
+  path = workdir_lib.vocab_path(workdir)
   if os.path.exists(path) and vocab.Vocab.load(path) != dataset.vocab:
     raise ValueError(f"the data of {workdir} now build a different vocabulary than the "
                      f"saved {path}; its checkpoints cannot be evaluated on them.")
@@ -806,7 +806,7 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str, *,
     predictions += target.predictions
     if on_run is not None:
       on_run(target.name, target.workdir, run_records, time.perf_counter() - start)
-  own_dirs = {os.path.abspath(os.path.join(t.workdir, "eval")) for t in targets}
+  own_dirs = {os.path.abspath(workdir_lib.eval_dir(t.workdir)) for t in targets}
   if own_dirs != {os.path.abspath(out_dir)}:  # else that run's own report is the comparison
     report.write_report(records, out_dir)
     if opts.dump_predictions:

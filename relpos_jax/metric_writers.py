@@ -19,7 +19,9 @@ from typing import Any, Mapping
 from absl import logging
 from tensorboardX import SummaryWriter
 
-METRICS_FILE = "metrics.jsonl"
+from relpos_jax import workdir as workdir_lib
+
+METRICS_FILE = workdir_lib.METRICS_FILE
 
 
 def _parse_lines(path: str) -> tuple[list[str], list[dict[str, Any]], list[int]]:
@@ -46,7 +48,7 @@ def truncate_after(workdir: str, step: int) -> None:
   Lines that are not JSON records (a write cut off by a kill) are dropped too,
   with a warning.
   """
-  path = os.path.join(workdir, METRICS_FILE)
+  path = workdir_lib.metrics_path(workdir)
   if not os.path.exists(path):
     return
   lines, records, bad = _parse_lines(path)
@@ -62,7 +64,7 @@ def truncate_after(workdir: str, step: int) -> None:
 
 def read_metrics(workdir: str) -> list[dict[str, Any]]:
   """Every complete record of `workdir/metrics.jsonl`, in order (a cut-off line is skipped)."""
-  return _parse_lines(os.path.join(workdir, METRICS_FILE))[1]
+  return _parse_lines(workdir_lib.metrics_path(workdir))[1]
 
 
 class MetricWriter:
@@ -70,8 +72,8 @@ class MetricWriter:
 
   def __init__(self, workdir: str, multi_replica: bool, enabled: bool = True):
     """Opens the writers; with `enabled=False` (not the writing process) writes nothing."""
-    self._path = os.path.join(workdir, METRICS_FILE)
-    self._tb = SummaryWriter(os.path.join(workdir, "tensorboard")) if enabled else None
+    self._path = workdir_lib.metrics_path(workdir)
+    self._tb = SummaryWriter(workdir_lib.tensorboard_dir(workdir)) if enabled else None
     self._multi_replica = multi_replica
 
   def write(self, step: int, kind: str, seed: int, scalars: Mapping[str, float]) -> None:

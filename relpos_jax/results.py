@@ -34,6 +34,7 @@ from relpos_jax import metric_writers
 from relpos_jax import provenance
 from relpos_jax import report
 from relpos_jax import tables
+from relpos_jax import workdir as workdir_lib
 
 Record = dict[str, Any]
 TABLE_FILE = "table.json"
@@ -141,7 +142,7 @@ def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: s
     info: more fields for `runs/<run>.json` (e.g. package versions).
   """
   report.write_records(records, record_path(table_dir, run))
-  with open(os.path.join(workdir, "config.json")) as f:
+  with open(workdir_lib.config_path(workdir)) as f:
     config = json.load(f)
   run_info = {"run": run, "config": config, "train_seconds": train_seconds(workdir),
               "eval_seconds": eval_seconds, "machine": machine(),

@@ -536,7 +536,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
 
   records = []
   for workdir, name in zip(workdirs, names):
-    records += evaluate.evaluate_runs([workdir], os.path.join(workdir, "eval"), names=[name],
+    records += evaluate.evaluate_runs([workdir], workdir_lib.eval_dir(workdir), names=[name],
                                       on_run=store, **options)
   return records
 

@@ -45,6 +45,9 @@ VOCAB_FILE = "vocab.json"
 CHECKPOINTS = "checkpoints"
 UNREADABLE = "checkpoints_unreadable"
 PROVENANCE_KEY = "provenance"
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD = "tensorboard"
+EVAL = "eval"
 # Config keys that must match to resume a workdir (they shape params or data).
 RUN_IDENTITY_KEYS = ("model", "data", "seed", "num_seeds", "randomized")
 
@@ -128,6 +131,31 @@ def save_run_files(config: ml_collections.ConfigDict, workdir: str,
   vocab_path = os.path.join(workdir, VOCAB_FILE)
   vocab.save(f"{vocab_path}.{os.getpid()}.tmp")
   os.replace(f"{vocab_path}.{os.getpid()}.tmp", vocab_path)
+
+
+def config_path(workdir: str) -> str:
+  """`workdir/config.json`."""
+  return os.path.join(workdir, CONFIG_FILE)
+
+
+def vocab_path(workdir: str) -> str:
+  """`workdir/vocab.json`."""
+  return os.path.join(workdir, VOCAB_FILE)
+
+
+def metrics_path(workdir: str) -> str:
+  """`workdir/metrics.jsonl`: one JSON record per (step, kind, replica seed)."""
+  return os.path.join(workdir, METRICS_FILE)
+
+
+def tensorboard_dir(workdir: str) -> str:
+  """`workdir/tensorboard`."""
+  return os.path.join(workdir, TENSORBOARD)
+
+
+def eval_dir(workdir: str) -> str:
+  """`workdir/eval`: the run's own eval report and figures."""
+  return os.path.join(workdir, EVAL)
 
 
 # ----------------------------------------------------------------- checkpoints
