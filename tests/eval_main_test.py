@@ -12,6 +12,7 @@ from relpos_jax import evaluate
 from relpos_jax import report
 from relpos_jax import sweep
 from relpos_jax import train_lib
+from relpos_jax import workdir as workdir_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT = sweep.load_module(str(REPO / "configs" / "default.py"))
@@ -75,7 +76,9 @@ def test_eval_main_on_one_workdir(workdir):
   for record in records[:2]:  # the records' exact match is the predictions' mean
     rows = [p for p in predictions if p["length"] == record["length"]]
     assert record["exact_match"] == pytest.approx(sum(p["exact"] for p in rows) / len(rows))
-  assert all(r["num_available"] == 3 and r["eval_seed"] == 0 for r in records)
+  # 3 sampled from each length's set of the config's size (smoke: 8), with seed 0.
+  size = workdir_lib.load_config(workdir).data.eval_examples_per_length
+  assert all(r["num_available"] == size == 8 and r["eval_seed"] == 0 for r in records)
 
 
 def test_eval_main_refuses_ambiguous_flags(workdir):
