@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging as std_logging
 import os
 import shutil
 import sys
@@ -237,6 +238,19 @@ def _drop_closed_loop_callbacks(unraisable) -> None:
 _PREVIOUS_UNRAISABLEHOOK = sys.unraisablehook
 
 
+def _not_an_abandoned_read(record: std_logging.LogRecord) -> bool:
+  """Drops asyncio's "Task exception was never retrieved" of the reads a failed restore left."""
+  return not record.getMessage().startswith("Task exception was never retrieved")
+
+
+def _quiet_failed_restores() -> None:
+  """Keeps the noise of a failed orbax restore (see above) off stderr; the warning says it all."""
+  sys.unraisablehook = _drop_closed_loop_callbacks
+  asyncio_logger = std_logging.getLogger("asyncio")
+  if _not_an_abandoned_read not in asyncio_logger.filters:
+    asyncio_logger.addFilter(_not_an_abandoned_read)
+
+
 def restore_newest_readable(manager: ocp.CheckpointManager, like: Any, *,
                             restore_fn: Callable[[ocp.CheckpointManager, int, Any], Any] = restore,
                             on_unreadable: Callable[[int], None] | None = None,
@@ -260,7 +274,7 @@ def restore_newest_readable(manager: ocp.CheckpointManager, like: Any, *,
   Raises:
     UnreadableCheckpoints: there are checkpoints, but none can be read.
   """
-  sys.unraisablehook = _drop_closed_loop_callbacks  # stays: the callbacks come late
+  _quiet_failed_restores()  # stays: the callbacks come late
   failures, unreadable = [], []
   for step in sorted(manager.all_steps(), reverse=True):
     try:
@@ -335,7 +349,7 @@ def load_params(workdir: str, config: ml_collections.ConfigDict, model,
                               "train first")
     if step is None:
       return restore_newest_readable(manager, like, restore_fn=_restore_params)
-    sys.unraisablehook = _drop_closed_loop_callbacks
+    _quiet_failed_restores()
     try:
       return step, _restore_params(manager, step, like)
     except Exception as e:  # pylint: disable=broad-except
