@@ -14,6 +14,8 @@ from relpos_jax import sweep
 from relpos_jax import train_lib
 from relpos_jax import workdir as workdir_lib
 
+pytestmark = pytest.mark.slow  # starts subprocesses; `pytest -m "not slow"` skips them
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT = sweep.load_module(str(REPO / "configs" / "default.py"))
 RUNS = ["sinusoidal", "t5"]

@@ -9,7 +9,10 @@ import subprocess
 import sys
 import time
 
+import pytest
 import numpy as np
+
+pytestmark = pytest.mark.slow  # starts subprocesses; `pytest -m "not slow"` skips them
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
