@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 
-import pytest
 import numpy as np
+import pytest
 
 pytestmark = pytest.mark.slow  # starts subprocesses; `pytest -m "not slow"` skips them
 
