@@ -103,7 +103,7 @@ def make_train_step(model, tx, schedule, *, label_smoothing: float,
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     new_state = TrainState(step=state.step + 1, params=optax.apply_updates(state.params, updates),
                            opt_state=opt_state)
-    metrics = {"loss": loss, "grad_norm": optax.global_norm(grads),
+    metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads),
                "learning_rate": schedule(state.step), **losses.accuracy_metrics(logits, targets_BxT)}
     return new_state, metrics
 

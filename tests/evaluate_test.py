@@ -16,6 +16,7 @@ from relpos_jax import report
 from relpos_jax import scoring
 from relpos_jax import sweep
 from relpos_jax import train_lib
+from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
 
@@ -264,7 +265,7 @@ def test_a_trained_run_is_exact_at_its_training_lengths(copy_workdir):
 
 
 def test_oracle_decoding_has_exactly_the_true_lengths(copy_workdir):
-  config = evaluate.load_config(copy_workdir)
+  config = workdir_lib.load_config(copy_workdir)
   dataset = pipeline.make_dataset(seed=config.seed, **config.data)
   model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
   params = jax.tree_util.tree_map(lambda x: x[0],
