@@ -250,12 +250,6 @@ def _replica(tree, i: int):
   return jax.tree_util.tree_map(lambda x: x.addressable_data(0)[i], tree)
 
 
-def _format_eta(seconds: float) -> str:
-  """`h:mm:ss`."""
-  seconds = int(max(seconds, 0))
-  return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> TrainState:
   """Trains `config.num_seeds` replicas, logging, evaluating and checkpointing into `workdir`.
 
@@ -330,7 +324,8 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
       logging.info("step %d/%d | loss %.4f | token acc %.3f | exact %.3f | %.1f steps/s | ETA %s",
                    done, config.num_steps, np.mean(window[-1]["loss"]),
                    np.mean([m["token_accuracy"] for m in window]),
-                   np.mean([m["exact_match"] for m in window]), steps_per_sec, _format_eta(eta))
+                   np.mean([m["exact_match"] for m in window]), steps_per_sec,
+                   evaluate.format_seconds(eta))
       window, t_window = [], time.perf_counter()
     if done % config.eval_every == 0 or done == config.num_steps:
       for i, seed in enumerate(seeds):
