@@ -31,9 +31,9 @@ lock: $(STAMP)
 	    | sed -e 's|-c $(VENV)/lock-constraints.txt, ||; s|, -c $(VENV)/lock-constraints.txt||; s|  # via -c $(VENV)/lock-constraints.txt$$||' \
 	    > requirements.lock
 
-# Tests run on every core (pytest-xdist); pytest exits 5 when a selection holds no
+# Tests run on every core (pytest-xdist) and list the 15 slowest; pytest exits 5 when a selection holds no
 # test: that is not a failure.
-PYTEST_ARGS ?= -n auto
+PYTEST_ARGS ?= -n auto --durations=15
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests selected"; exit 0; fi; exit $$rc
 
