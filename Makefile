@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench table results lock clean
+.PHONY: install install-peers test demo bench table results lock clean
 
 install: $(STAMP)
 
@@ -56,10 +56,16 @@ table: $(STAMP)
 results: $(STAMP)
 	$(PY) -m relpos_jax.results
 
-# Speed and memory of every positional scheme -> benchmarks/RESULTS.md (~15 min on 2 cores);
-# pass flags with BENCH_ARGS, e.g. make bench BENCH_ARGS="--schemes=none,t5 --lengths=64".
+# Speed and memory of every positional scheme -> benchmarks/RESULTS.md (~15 min on 2 cores),
+# and HF T5 in PyTorch at the same shape when the optional extra is installed (make
+# install-peers); pass flags with BENCH_ARGS, e.g. make bench BENCH_ARGS="--schemes=none,t5
+# --lengths=64" or BENCH_ARGS=--parts=peers (see docs/performance.md).
 bench: $(STAMP)
-	$(PY) -m benchmarks.schemes $(BENCH_ARGS)
+	$(PY) -m benchmarks.run $(BENCH_ARGS)
+
+# The optional extra of `make bench`: torch and transformers (benchmarks/peers.py).
+install-peers: $(STAMP)
+	$(PY) -m pip install -q -r benchmarks/requirements-peers.txt
 
 clean:
 	rm -rf $(VENV) runs

@@ -1,1 +1,1 @@
-"""Speed and memory benchmarks (`make bench`); see benchmarks/schemes.py."""
+"""Speed and memory benchmarks (`make bench`, benchmarks/run.py); see docs/performance.md."""

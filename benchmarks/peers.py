@@ -1,0 +1,156 @@
+"""This project against HuggingFace transformers' T5 in PyTorch, at the same shape, same run.
+
+Optional: needs `torch` and `transformers` (benchmarks/requirements-peers.txt).
+Without them `measure` returns a record that says why the peers were skipped,
+and nothing else in the project imports either.
+
+The peer is `T5ForConditionalGeneration` built from a `T5Config` at our shape
+(random init, no download): relative attention with our T5 scheme's buckets and
+distance, a non-gated MLP with the tanh GELU (flax's `nn.gelu`), tied embeddings,
+dropout 0, float32, eager mode, `torch.set_num_threads` = the cores XLA uses.
+Its train step is forward + backward + global-norm clipping + `torch.optim.AdamW`
+with `optim.make_optimizer`'s hyperparameters; its decoding is `generate` with the
+cache, greedy, exactly L new tokens. Ours are `schemes.compile_train_step` and
+`schemes.compile_cached_decode` with the `t5` scheme on the same tokens. Each
+timed run of ours is followed by one of theirs, and each side reports its median:
+load from other processes falls on both alike.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from benchmarks import schemes
+from relpos_jax import optim
+from relpos_jax import positions
+from relpos_jax.data import vocab
+
+try:
+  import torch
+  import transformers
+  IMPORT_ERROR: str | None = None
+except ImportError as e:  # the optional extra is not installed
+  torch = transformers = None
+  IMPORT_ERROR = f"{type(e).__name__}: {e}"
+
+INSTALL = "pip install -r benchmarks/requirements-peers.txt"
+OURS_SCHEME = "t5"  # the scheme HF T5 implements
+
+
+def versions() -> dict[str, str]:
+  """The peer's library versions and torch's thread counts."""
+  return {"torch": torch.__version__, "transformers": transformers.__version__,
+          "torch_threads": str(torch.get_num_threads()),
+          "torch_interop_threads": str(torch.get_num_interop_threads())}
+
+
+def t5_config(shape: schemes.Shape) -> "transformers.T5Config":
+  """HF's T5 at our shape and with our T5 scheme's defaults and special ids."""
+  position = positions.default_config(OURS_SCHEME)
+  return transformers.T5Config(
+      vocab_size=shape.vocab_size, d_model=shape.d_model, d_kv=shape.head_dim,
+      d_ff=shape.d_ff, num_layers=shape.num_encoder_layers,
+      num_decoder_layers=shape.num_decoder_layers, num_heads=shape.num_heads,
+      relative_attention_num_buckets=position.num_buckets,
+      relative_attention_max_distance=position.max_distance, dropout_rate=0.0,
+      feed_forward_proj="gelu_new", tie_word_embeddings=True,
+      pad_token_id=vocab.PAD_ID, eos_token_id=vocab.EOS_ID,
+      decoder_start_token_id=vocab.BOS_ID)
+
+
+def make_model(shape: schemes.Shape, seed: int = 0):
+  """A randomly initialised `T5ForConditionalGeneration` (float32)."""
+  torch.manual_seed(seed)
+  return transformers.T5ForConditionalGeneration(t5_config(shape))
+
+
+def hf_train_step(shape: schemes.Shape, inputs: np.ndarray,
+                  targets: np.ndarray) -> Callable[[], float]:
+  """One train step of the peer as a callable: forward, backward, clipping, AdamW.
+
+  `labels=targets` makes the decoder input `[BOS, targets[:-1]]`, as ours.
+  """
+  model = make_model(shape).train()
+  hp = optim.optimizer_config()
+  opt = torch.optim.AdamW(model.parameters(), lr=hp.learning_rate, betas=(hp.b1, hp.b2),
+                          eps=hp.eps, weight_decay=hp.weight_decay)
+  x, y = torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(targets.astype(np.int64))
+
+  def step() -> float:
+    loss = model(input_ids=x, labels=y).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), hp.grad_clip_norm)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.item()
+
+  return step
+
+
+def hf_decode(shape: schemes.Shape, inputs: np.ndarray) -> Callable[[], Any]:
+  """The peer's cached greedy decoding of exactly L new tokens per row, as a callable."""
+  model = make_model(shape).eval()
+  x = torch.from_numpy(inputs.astype(np.int64))
+  mask = torch.ones_like(x)
+  L = inputs.shape[1]
+
+  def run():
+    return model.generate(input_ids=x, attention_mask=mask, use_cache=True, min_new_tokens=L,
+                          max_new_tokens=L, do_sample=False, num_beams=1)
+
+  return run
+
+
+def interleave(ours: Callable[[], Any], theirs: Callable[[], Any], runs: int,
+               warmup: int = 1) -> tuple[list[float], list[float]]:
+  """Seconds of `runs` alternating runs (ours, theirs, ours, ...) after `warmup` of each."""
+  for _ in range(warmup):
+    ours()
+    theirs()
+  ours_s, theirs_s = [], []
+  for _ in range(max(runs, 1)):
+    for fn, seconds in ((ours, ours_s), (theirs, theirs_s)):
+      start = time.perf_counter()
+      fn()
+      seconds.append(time.perf_counter() - start)
+  return ours_s, theirs_s
+
+
+def measure(shape: schemes.Shape, B: int, L: int, *, runs: int, decode_runs: int,
+            threads: int | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
+  """Train step and cached decoding, ours and the peer's, interleaved; a record.
+
+  Without torch or transformers: `{"skipped": why}`, nothing compiled.
+  """
+  if IMPORT_ERROR:
+    return {"skipped": IMPORT_ERROR}
+  threads = threads or len(os.sched_getaffinity(0))
+  torch.set_num_threads(threads)
+  rng = np.random.default_rng(0)
+  tokens = {"inputs": schemes.random_tokens(rng, shape, B, L),
+            "targets": schemes.random_tokens(rng, shape, B, L)}
+  record = {"scheme": OURS_SCHEME, "L": L, "batch": B, "new_tokens": L, **versions(),
+            "train_runs": runs, "decode_runs": decode_runs}
+
+  ours = schemes.compile_train_step(shape, OURS_SCHEME, B, L, tokens)
+  theirs = hf_train_step(shape, tokens["inputs"], tokens["targets"])
+  record["ours_train_s"], record["theirs_train_s"] = interleave(ours.run, theirs, runs,
+                                                                warmup=2)
+  log(f"peers  train  ours {1e3 * np.median(record['ours_train_s']):.1f} ms  "
+      f"HF T5 {1e3 * np.median(record['theirs_train_s']):.1f} ms")
+
+  ours = schemes.compile_cached_decode(shape, OURS_SCHEME, B, L, inputs=tokens["inputs"],
+                                       full_length=True)
+  theirs = hf_decode(shape, tokens["inputs"])
+  generated = theirs().shape[1] - 1  # generate returns the decoder start token too
+  if generated != L:
+    raise RuntimeError(f"HF generate returned {generated} new tokens, not {L}")
+  record["ours_decode_s"], record["theirs_decode_s"] = interleave(ours.run, theirs,
+                                                                  decode_runs)
+  log(f"peers  decode ours {B * L / np.median(record['ours_decode_s']):.0f} tok/s  "
+      f"HF T5 {B * L / np.median(record['theirs_decode_s']):.0f} tok/s")
+  return record

@@ -1,0 +1,277 @@
+"""benchmarks/RESULTS.md from the records of a run (`benchmarks.run.measure`).
+
+Only the figures and the settings they were measured with are rendered here;
+what each column means and what bounds each figure is in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from benchmarks import schemes
+
+DOCS = "../docs/performance.md"  # relative to benchmarks/RESULTS.md
+TRAIN_COLUMNS = ("L", "batch", "scheme", "step ms", "× none", "model GFLOP", "XLA GFLOP",
+                 "GFLOP/s", "% of matmul", "temp MiB", "mem × none", "compile s")
+DECODE_COLUMNS = ("L", "batch", "new tokens", "scheme", "cached tok/s", "uncached tok/s",
+                  "cached ÷ uncached", "matmul-bound tok/s", "% of bound", "compile s")
+SEEDS_COLUMNS = ("seeds", "step ms", "× 1 seed", "ms per seed-step")
+PEERS_TITLE = "This project vs HF T5 (PyTorch eager)"
+PEERS_COLUMNS = ("", "this project (JAX)", "HF T5 (PyTorch eager)", "this project's speed-up")
+
+# Why a target can miss on this machine (shown beside a missed target).
+BOUNDS = {
+    "train": f"bounded by XLA:CPU code generation, not by the model code: see [docs]({DOCS})",
+    "decode": f"memory- and single-core-bound steps: see [docs]({DOCS})",
+    "seeds": f"one replica already keeps both cores busy: see [docs]({DOCS})",
+}
+
+
+def fmt(x, spec=".1f", none="—"):
+  """A number, or a dash for None."""
+  return none if x is None else format(x, spec)
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
+  """A GitHub markdown table."""
+  lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+  return "\n".join(lines) + "\n"
+
+
+def relative_time(row: dict, base: dict | None) -> float | None:
+  """`row`'s time over `base`'s, each in units of its interleaved reference matmul.
+
+  Both are measured against matmuls run between their own timed runs, so a
+  neighbour's load that slows one row more than another cancels to first order.
+  """
+  if not base or not row["seconds"] or not base["seconds"]:
+    return None
+  if not row.get("matmul_rate") or not base.get("matmul_rate"):
+    return row["seconds"] / base["seconds"]
+  return (row["seconds"] * row["matmul_rate"]) / (base["seconds"] * base["matmul_rate"])
+
+
+def cached_speedup(row: dict) -> float | None:
+  """Cached over uncached tokens/s, each in units of its interleaved reference matmul."""
+  if not row["uncached_tok_s"]:
+    return None
+  ratio = row["cached_tok_s"] / row["uncached_tok_s"]
+  if row.get("uncached_matmul_rate") and row.get("matmul_rate"):
+    ratio *= row["uncached_matmul_rate"] / row["matmul_rate"]
+  return ratio
+
+
+def train_table(rows: list[dict]) -> str:
+  """The train-step table; ratios against `none` at the same length."""
+  none = {r["L"]: r for r in rows if r["scheme"] == "none"}
+  out = []
+  for r in rows:
+    base = none.get(r["L"])
+    ratio = relative_time(r, base)
+    mem_ratio = (r["temp_bytes"] / base["temp_bytes"]
+                 if base and base["temp_bytes"] and r["temp_bytes"] is not None else None)
+    rate = r["model_flops"] / r["seconds"] if r["seconds"] else None
+    frac = 100 * rate / r["matmul_rate"] if rate else None
+    out.append([r["L"], r["batch"], r["scheme"], fmt(r["seconds"] and 1e3 * r["seconds"]),
+                fmt(ratio, ".2f"), fmt(r["model_flops"] / 1e9),
+                fmt(r["xla_flops"] and r["xla_flops"] / 1e9), fmt(rate and rate / 1e9, ".0f"),
+                fmt(frac, ".0f"), fmt(r["temp_bytes"] and r["temp_bytes"] / 2 ** 20),
+                fmt(mem_ratio, ".2f"), fmt(r["compile_s"])])
+  return markdown_table(TRAIN_COLUMNS, out)
+
+
+def decode_table(rows: list[dict]) -> str:
+  """The decoding table."""
+  out = []
+  for r in rows:
+    compile_s = fmt(r["compile_s"]) + (f" / {r['uncached_compile_s']:.1f}"
+                                        if r["uncached_compile_s"] else "")
+    out.append([r["L"], r["batch"], r["steps"], r["scheme"], fmt(r["cached_tok_s"], ".0f"),
+                fmt(r["uncached_tok_s"], ".0f"), fmt(cached_speedup(r), ".1f"),
+                fmt(r["bound_tok_s"], ".0f"),
+                fmt(100 * r["cached_tok_s"] / r["bound_tok_s"], ".0f"), compile_s])
+  return markdown_table(DECODE_COLUMNS, out)
+
+
+def seeds_table(rows: list[dict]) -> str:
+  """The multi-seed table."""
+  return markdown_table(SEEDS_COLUMNS, [
+      [r["seeds"], fmt(1e3 * r["seconds"], ".2f"), fmt(relative_time(r, rows[0]), ".2f"),
+       fmt(1e3 * r["seconds"] / r["seeds"], ".2f")] for r in rows])
+
+
+def peer_figures(record: dict) -> dict[str, float]:
+  """Medians of a peers record: train step seconds and decoding tokens/s, each side."""
+  tokens = record["batch"] * record["new_tokens"]
+  return {"ours_train_s": float(np.median(record["ours_train_s"])),
+          "theirs_train_s": float(np.median(record["theirs_train_s"])),
+          "ours_tok_s": tokens / float(np.median(record["ours_decode_s"])),
+          "theirs_tok_s": tokens / float(np.median(record["theirs_decode_s"]))}
+
+
+def peers_section(record: dict, machine: dict) -> list[str]:
+  """The comparison with HF T5, or the note saying why it was skipped."""
+  lines = [f"## {PEERS_TITLE}", ""]
+  if "skipped" in record:
+    return lines + [
+        f"Skipped: torch and transformers are not importable here ({record['skipped']}). "
+        "They are an optional extra: `pip install -r benchmarks/requirements-peers.txt` "
+        "(or `make install-peers`), then rerun `make bench`.", ""]
+  f = peer_figures(record)
+  lines += [
+      f"HuggingFace transformers {record['transformers']} `T5ForConditionalGeneration` "
+      f"(random init from a `T5Config` at the Setup's shape), torch {record['torch']}, "
+      f"eager, float32, {record['torch_threads']} threads; this project with the "
+      f"`{record['scheme']}` scheme; both on the same tokens, L = {record['L']} "
+      f"(source = target), batch {record['batch']}, on {machine['cores']} cores. "
+      f"Same run, alternating: every timed run of ours is followed by one of HF's "
+      f"({record['train_runs']} train steps and {record['decode_runs']} decodings each, "
+      f"after warm-ups); medians. Train step: forward + backward + clipping + AdamW. "
+      f"Decoding: cached greedy, exactly {record['new_tokens']} new tokens per row "
+      "(`generate(use_cache=True, min_new_tokens=L, max_new_tokens=L, do_sample=False)`; "
+      "ours with EOS forbidden before the end). How the peer is built: "
+      f"[docs]({DOCS}#this-project-vs-hf-t5).", "",
+      markdown_table(PEERS_COLUMNS, [
+          ["train step ms", fmt(1e3 * f["ours_train_s"]), fmt(1e3 * f["theirs_train_s"]),
+           fmt(f["theirs_train_s"] / f["ours_train_s"], ".2f") + "×"],
+          ["cached decode tok/s", fmt(f["ours_tok_s"], ".0f"), fmt(f["theirs_tok_s"], ".0f"),
+           fmt(f["ours_tok_s"] / f["theirs_tok_s"], ".2f") + "×"]])]
+  return lines
+
+
+def targets(results: dict) -> list[tuple[str, str, bool, str]]:
+  """(target, measured, holds, why it can miss) for each of the issue's targets covered."""
+  train, dec, seeds = results["train"], results["decode"], results["seeds"]
+  settings = results["settings"]
+  if not settings["lengths"]:
+    return []
+  first, longest = settings["lengths"][0], settings["lengths"][-1]
+  get = lambda rows, scheme, L: next((r for r in rows if r["scheme"] == scheme and r["L"] == L),
+                                     None)
+  out = []
+  t5 = get(train, "t5", first)
+  if t5 and t5["seconds"]:
+    frac = t5["model_flops"] / t5["seconds"] / t5["matmul_rate"]
+    out.append((f"train step, t5, L={first}: ≥ 70% of the matmul FLOP/s", f"{100 * frac:.0f}%",
+                frac >= 0.70, BOUNDS["train"]))
+  none = get(train, "none", first)
+  for scheme, limit in (("t5", 1.15), ("alibi", 1.15), ("rope", 1.15), ("shaw", 1.5),
+                        ("xl", 1.5)):
+    r = get(train, scheme, first)
+    ratio = relative_time(r, none) if r else None
+    if ratio is not None:
+      out.append((f"train step, {scheme}, L={first}: ≤ {limit}× none", f"{ratio:.2f}×",
+                  ratio <= limit, ""))
+  sh, nv, no = (get(train, "shaw", longest), get(train, schemes.NAIVE_SHAW, longest),
+                get(train, "none", longest))
+  if sh and no and sh["temp_bytes"] and no["temp_bytes"]:
+    ratio = sh["temp_bytes"] / no["temp_bytes"]
+    naive = (f"; the naive gather form: {nv['temp_bytes'] / no['temp_bytes']:.2f}×"
+             if nv and nv["temp_bytes"] else "")
+    out.append((f"Shaw peak temporary memory, L={longest}: ≤ 2× none",
+                f"{ratio:.2f}×{naive}", ratio <= 2.0, ""))
+  for r in dec:
+    if r["L"] == first:
+      frac = r["cached_tok_s"] / r["bound_tok_s"]
+      out.append((f"cached decoding, {r['scheme']}, L={first}: ≥ 40% of matmul-bound",
+                  f"{100 * frac:.0f}%", frac >= 0.40, BOUNDS["decode"]))
+      if r["uncached_tok_s"]:
+        ratio = cached_speedup(r)
+        out.append((f"cached decoding, {r['scheme']}, {r['steps']} new tokens: ≥ 5× "
+                    "recomputation", f"{ratio:.1f}×", ratio >= 5.0, ""))
+  if len(seeds) > 1:
+    ratio = relative_time(seeds[-1], seeds[0])
+    out.append((f"{settings['num_seeds']} seeds in one vmapped step: ≤ 2× one seed",
+                f"{ratio:.2f}×", ratio <= 2.0, BOUNDS["seeds"]))
+  return out
+
+
+def _machine(results: dict) -> list[str]:
+  """The Machine section."""
+  info, rates, size = results["info"], results["matmul_rates"], results["settings"]["matmul_size"]
+  lines = [
+      "## Machine", "",
+      f"* CPU: {info['cpu']}, {info['cores']} cores available to the process; "
+      f"{info['platform']}, Python {info['python']}",
+      f"* JAX {info['jax']}, jaxlib {info['jaxlib']}; backend {info['backend']}; float32, "
+      "default matmul precision, no XLA flags",
+  ]
+  peers = results.get("peers")
+  if peers and "skipped" not in peers:
+    lines.append(f"* Peer: torch {peers['torch']} ({peers['torch_threads']} intra-op, "
+                 f"{peers['torch_interop_threads']} inter-op threads), transformers "
+                 f"{peers['transformers']}")
+  lines.append(f"* Load average (1, 5, 15 min) at start: {info['load_start']}; at end: "
+               f"{info['load_end']}")
+  if rates:
+    rate = float(np.median(rates))
+    lines.append(f"* Reference matmul: `{size}×{size} @ {size}×{size}` float32, jitted, "
+                 f"measured {len(rates)} times in this process: median {rate / 1e9:.0f} "
+                 f"GFLOP/s (min {min(rates) / 1e9:.0f}, max {max(rates) / 1e9:.0f}).")
+  return lines + [""]
+
+
+def _setup(results: dict) -> list[str]:
+  """The Setup section: the settings the figures were measured with."""
+  s = results["settings"]
+  shape = schemes.Shape(**s["shape"])
+  lines = [
+      "## Setup", "",
+      f"* Model: encoder-decoder, d_model {shape.d_model}, {shape.num_heads} heads of "
+      f"{shape.head_dim}, {shape.num_encoder_layers} encoder + {shape.num_decoder_layers} "
+      f"decoder layers, d_ff {shape.d_ff}, vocab {shape.vocab_size}, RMSNorm, tied "
+      "embeddings; each scheme with its default config (a `learned` table grown to L rows); "
+      "AdamW (`optim.make_optimizer`: warmup + cosine, global-norm clipping).",
+  ]
+  if s["lengths"]:
+    batches = ", ".join(f"L={L}: {schemes.batch_at(s['batch'], s['tokens_per_batch'], L)}"
+                        for L in s["lengths"])
+    lines.append(f"* Lengths L (source = target): {', '.join(map(str, s['lengths']))}. "
+                 f"Batch: {batches} (`--batch={s['batch']}`, cut to about "
+                 f"`--tokens_per_batch={s['tokens_per_batch']}` tokens at longer lengths).")
+  if "schemes" in s["parts"]:
+    lines += [
+        f"* Train step: median of {s['runs']} timed runs after a warm-up; "
+        f"`{schemes.NAIVE_SHAW}` timed up to L = {s['naive_time_max_length']} (beyond, "
+        "compiled for its memory only).",
+        f"* Decoding: greedy, L new tokens from a length-L source, median of "
+        f"{s['decode_runs']} runs; without the cache up to L = {s['uncached_max_length']}.",
+    ]
+  return lines + [
+      f"* What each column means and what bounds each figure: [docs/performance.md]({DOCS}).",
+      ""]
+
+
+def render(results: dict) -> str:
+  """The whole RESULTS.md."""
+  s = results["settings"]
+  command = " ".join(["python -m benchmarks.run"] + results["argv"])
+  lines = [
+      "# Benchmark: positional schemes" + (" (--quick smoke run)" if s["quick"] else ""), "",
+      f"Written by `{command}`" + (" (`make bench`)" if not results["argv"] else "")
+      + f" on {results['date']}, {results['seconds'] / 60:.1f} min.", "",
+  ]
+  lines += _machine(results) + _setup(results)
+  found = targets(results)
+  if found:
+    lines += ["## Targets", ""]
+    lines += [f"* {'✅ holds' if ok else '❌ missed'}: {name}: **{value}**"
+              + (f" ({why})" if why and not ok else "") for name, value, ok, why in found]
+    lines.append("")
+  if results["train"]:
+    lines += ["## Train step", "", train_table(results["train"])]
+  if results["decode"]:
+    lines += ["## Greedy decoding", "", decode_table(results["decode"])]
+  seeds = results["seeds"]
+  if seeds:
+    config = "configs/default.py" + (f":{s['seeds_config']}" if s["seeds_config"] else "")
+    lines += [f"## Several seeds in one program ({s['num_seeds']} vs 1)", "",
+              f"{config} (its model, and its step-0 batch: {seeds[0]['shape']} per replica), "
+              "`jit(vmap(train_step), donate_argnums=0)` as `train_and_evaluate` runs it; "
+              f"median of {s['seeds_runs']} steps.", "", seeds_table(seeds)]
+  if results.get("peers"):
+    lines += peers_section(results["peers"], results["info"])
+  return "\n".join(lines).rstrip("\n") + "\n"
