@@ -44,6 +44,7 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
   config.model.update(d_model=64, num_heads=4, head_dim=16, num_encoder_layers=2,
                       num_decoder_layers=2, d_ff=256, dropout_rate=0.0)
   config.model.position = positions.default_config(args["scheme"])
+  config.model.dtype = "float32"  # "bfloat16" pays only on bf16 matmul hardware (performance.md)
 
   config.randomized = randomized.default_config()
   config.randomized.enabled = args["randomized"]

@@ -19,11 +19,18 @@ as leading dims; keys and values are therefore consumed head-major, `[B, H, K, E
 The decode cache and the precomputed cross-attention keys/values are stored that
 way, so a decoding step reads them in place instead of transposing the whole
 cache (and the encoder's keys/values) at every generated token.
+
+Precision. Projections, queries, keys, values (and so the cache) are in the
+compute dtype (`dtype`: float32 or bfloat16). The logits `q·k` accumulate in
+float32 and stay float32: the scheme's terms (float32, `positions.base`), the
+length scale, the mask and the softmax all act on float32; the weights are cast
+back to the compute dtype for `w·v`, which accumulates in float32 too.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -95,30 +102,32 @@ def _attend(q_BxQxHxE, k_BxHxKxE, v_BxHxKxE, qpos_BxQ, kpos_BxK, mask_BxQxK, sch
   beyond the query's and the output's; with one query (a decoding step) those are free.
   """
   scale = q_BxQxHxE.shape[-1] ** -0.5
-  logits_BxHxQxK = jnp.einsum("bhqk,bhsk->bhqs", heads_first(q_BxQxHxE), k_BxHxKxE) * scale
+  logits_BxHxQxK = jnp.einsum("bhqk,bhsk->bhqs", heads_first(q_BxQxHxE), k_BxHxKxE,
+                              preferred_element_type=jnp.float32) * scale
   if scheme is not None and scheme.implements("logit_bias"):
     # Schemes see keys in the documented [B, K, H, E] layout; those that ignore them
     # (all but Transformer-XL) leave the transpose to dead-code elimination.
     bias_BxHxQxK = scheme.logit_bias(q_BxQxHxE, jnp.swapaxes(k_BxHxKxE, 1, 2), qpos_BxQ,
                                      kpos_BxK)
     if bias_BxHxQxK is not None:
-      logits_BxHxQxK = logits_BxHxQxK + bias_BxHxQxK
+      logits_BxHxQxK = logits_BxHxQxK + bias_BxHxQxK.astype(jnp.float32)
   if length_scale_train_keys:
     B, H, Q, K = logits_BxHxQxK.shape
     n_BxQ = jnp.full((B, Q), K) if mask_BxQxK is None else mask_BxQxK.sum(axis=-1)
     scale_BxQ = length_scale(n_BxQ, length_scale_train_keys)
-    logits_BxHxQxK = (logits_BxHxQxK * scale_BxQ[:, None, :, None]).astype(logits_BxHxQxK.dtype)
+    logits_BxHxQxK = logits_BxHxQxK * scale_BxQ[:, None, :, None]
   if mask_BxQxK is not None:
     logits_BxHxQxK = jnp.where(mask_BxQxK[:, None], logits_BxHxQxK, _MASKED)
-  w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK.astype(jnp.float32), axis=-1).astype(q_BxQxHxE.dtype)
+  w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK, axis=-1).astype(v_BxHxKxE.dtype)
   if dropout is not None:
     w_BxHxQxK = dropout(w_BxHxQxK)
-  out_BxQxHxE = heads_first(jnp.einsum("bhqs,bhsk->bhqk", w_BxHxQxK, v_BxHxKxE))
+  out_BxQxHxE = heads_first(jnp.einsum("bhqs,bhsk->bhqk", w_BxHxQxK, v_BxHxKxE,
+                                       preferred_element_type=jnp.float32))
   if scheme is not None and scheme.implements("value_term"):
     extra_BxQxHxE = scheme.value_term(w_BxHxQxK, qpos_BxQ, kpos_BxK)
     if extra_BxQxHxE is not None:
-      out_BxQxHxE = out_BxQxHxE + extra_BxQxHxE
-  return out_BxQxHxE
+      out_BxQxHxE = out_BxQxHxE + extra_BxQxHxE.astype(jnp.float32)
+  return out_BxQxHxE.astype(v_BxHxKxE.dtype)
 
 
 class Attention(nn.Module):
@@ -132,6 +141,8 @@ class Attention(nn.Module):
     scheme: positional scheme (shared or per layer; None for cross-attention).
     length_scale_train_keys: n_train of length-scaled attention (`length_scale`;
       0: off). With `decode`, n counts the cached keys too, as the full pass does.
+    dtype: compute dtype of the projections, keys, values and cache (parameters
+      are float32; logits and softmax are float32 whatever it is).
   """
 
   num_heads: int
@@ -140,14 +151,16 @@ class Attention(nn.Module):
   dropout_rate: float = 0.0
   scheme: base.PositionScheme | None = None
   length_scale_train_keys: int = 0
+  dtype: Any = jnp.float32
 
   def setup(self):
     dense = lambda name: nn.DenseGeneral((self.num_heads, self.head_dim), use_bias=False,
-                                         name=name)
+                                         dtype=self.dtype, param_dtype=jnp.float32, name=name)
     self.query = dense("query")
     self.key = dense("key")
     self.value = dense("value")
-    self.out = nn.DenseGeneral(self.d_model, axis=(-2, -1), use_bias=False, name="out")
+    self.out = nn.DenseGeneral(self.d_model, axis=(-2, -1), use_bias=False, dtype=self.dtype,
+                               param_dtype=jnp.float32, name="out")
     self.dropout = nn.Dropout(self.dropout_rate)
     self.cache = KVCache()
 
@@ -211,10 +224,12 @@ class KVCache(nn.Module):
   """The decode cache: keys, values, their positions and validity, and the next slot.
 
   Keys and values are stored head-major, `[B, H, M, E]` (M slots), the layout the
-  attention matmuls read in place. A call writes L new columns: one per decoding
-  step, or a whole prompt at once (decoder-only prefill). A slot stays visible to
-  later queries iff its key was valid (some query of its own call could attend to
-  it; PAD keys never), so a padded prompt's PAD slots stay masked.
+  attention matmuls read in place, in their own (compute) dtype: a bfloat16 model
+  caches exactly the rounded keys and values its full forward pass uses. A call
+  writes L new columns: one per decoding step, or a whole prompt at once
+  (decoder-only prefill). A slot stays visible to later queries iff its key was
+  valid (some query of its own call could attend to it; PAD keys never), so a
+  padded prompt's PAD slots stay masked.
   """
 
   @nn.compact

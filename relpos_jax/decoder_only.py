@@ -93,6 +93,7 @@ class DecoderOnly(nn.Module):
     length_scaled_attention: multiply the attention logits by log(n) / log(n_train),
       n the keys a query sees (`attention.length_scale`; Chiang & Cholak 2022).
     length_scale_train_keys: n_train (>= 2 when `length_scaled_attention`).
+    dtype: compute dtype, "float32" or "bfloat16" (see `model`'s module docstring).
   """
 
   vocab_size: int
@@ -108,6 +109,7 @@ class DecoderOnly(nn.Module):
   position: Mapping[str, Any] | None = None  # None: T5's defaults
   length_scaled_attention: bool = False
   length_scale_train_keys: int = 0
+  dtype: str = "float32"  # "bfloat16": bf16 activations and matmuls, f32 params/softmax/loss
 
   # Input and target positions are one running sequence: randomized positions
   # must be drawn jointly over both (train_lib).
@@ -115,6 +117,7 @@ class DecoderOnly(nn.Module):
 
   def __post_init__(self):
     model_lib.freeze_position(self)
+    model_lib.compute_dtype(self.dtype)  # an unknown dtype fails here, naming the config key
     super().__post_init__()
 
   def setup(self):
@@ -123,9 +126,10 @@ class DecoderOnly(nn.Module):
     self.decoder = model_lib.Stack(
         self.num_layers, self.d_model, self.num_heads, self.head_dim, self.d_ff,
         self.dropout_rate, self.norm, self.position, causal=not self.prefix_lm, has_cross=False,
-        length_scale_train_keys=model_lib.attention_train_keys(self), name="decoder")
+        length_scale_train_keys=model_lib.attention_train_keys(self),
+        dtype=model_lib.compute_dtype(self.dtype), name="decoder")
     if not self.share_embeddings:
-      self.logits_dense = nn.Dense(self.vocab_size, use_bias=False, name="logits")
+      self.logits_dense = model_lib.logits_dense(self)
 
   def check_lengths(self, max_input_length: int, max_target_length: int) -> None:
     """Raises ValueError (naming the config key) if the run-on positions cannot be encoded.

@@ -11,6 +11,12 @@ Scheme placement follows the originals:
 Token ids follow `relpos_jax.data.vocab`: PAD = 0 (masked everywhere), BOS starts
 the decoder input. Token embeddings are shared by encoder and decoder (one vocab);
 `share_embeddings` also ties the output projection to them (logits = x Eᵀ/sqrt(D)).
+
+Precision (`dtype`, config key `model.dtype`; as t5x / the Flax examples do it):
+parameters are float32 and every Dense / Embed / norm reads them in the compute
+dtype, so activations and matmul inputs are float32 or bfloat16; the attention
+logits and softmax, the norms' statistics, the positional math (see
+`positions.base`) and the output logits are float32 in either case.
 """
 
 from __future__ import annotations
@@ -29,6 +35,21 @@ from relpos_jax.data import vocab
 Array = jax.Array
 
 NORMS = {"rms": nn.RMSNorm, "layer": nn.LayerNorm}
+# `model.dtype`: the compute dtype of activations and matmul inputs (parameters stay float32).
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def compute_dtype(name: str) -> Any:
+  """The jnp dtype of `model.dtype`; ValueError naming the config key for an unknown one."""
+  if name not in DTYPES:
+    raise ValueError(f"unknown dtype {name!r} (config key model.dtype); "
+                     f"choose one of: {', '.join(DTYPES)}")
+  return DTYPES[name]
+
+
+def f32_dot_general(*args, **kwargs) -> Array:
+  """`lax.dot_general` accumulating and returning float32 (a Dense whose output must be f32)."""
+  return jax.lax.dot_general(*args, preferred_element_type=jnp.float32, **kwargs)
 
 
 def default_positions(tokens_BxL: Array) -> Array:
@@ -49,12 +70,14 @@ class Mlp(nn.Module):
   d_model: int
   d_ff: int
   dropout_rate: float
+  dtype: Any = jnp.float32  # compute dtype (parameters are float32)
 
   @nn.compact
   def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
-    h_BxLxF = nn.gelu(nn.Dense(self.d_ff, name="wi")(x_BxLxD))
+    dense = lambda n, name: nn.Dense(n, dtype=self.dtype, param_dtype=jnp.float32, name=name)
+    h_BxLxF = nn.gelu(dense(self.d_ff, "wi")(x_BxLxD))
     h_BxLxF = nn.Dropout(self.dropout_rate)(h_BxLxF, deterministic=deterministic)
-    return nn.Dense(self.d_model, name="wo")(h_BxLxF)
+    return dense(self.d_model, "wo")(h_BxLxF)
 
 
 class Block(nn.Module):
@@ -69,19 +92,20 @@ class Block(nn.Module):
   has_cross: bool
   scheme: positions.PositionScheme | None
   length_scale_train_keys: int = 0  # length-scaled attention's n_train (0: off)
+  dtype: Any = jnp.float32  # compute dtype (parameters are float32)
 
   def setup(self):
-    norm = NORMS[self.norm]
+    norm = lambda: make_norm(self.norm, self.dtype)
     attn = lambda scheme, name: attention.Attention(
         self.num_heads, self.head_dim, self.d_model, self.dropout_rate, scheme,
-        self.length_scale_train_keys, name=name)
+        self.length_scale_train_keys, self.dtype, name=name)
     self.self_norm = norm()
     self.self_attention = attn(self.scheme, "self_attention")
     if self.has_cross:
       self.cross_norm = norm()
       self.cross_attention = attn(None, "cross_attention")
     self.mlp_norm = norm()
-    self.mlp = Mlp(self.d_model, self.d_ff, self.dropout_rate)
+    self.mlp = Mlp(self.d_model, self.d_ff, self.dropout_rate, self.dtype)
     self.dropout = nn.Dropout(self.dropout_rate)
 
   def __call__(self, x_BxLxD, pos_BxL, mask_BxLxL, cross_kv=None, cross_mask_BxLxS=None,
@@ -104,7 +128,7 @@ class Stack(nn.Module):
   `causal` is the scheme's direction (T5's unidirectional buckets); the attention
   mask is the caller's. `has_cross` adds cross-attention to every block.
   `length_scale_train_keys` > 0 turns on length-scaled attention in every block
-  (`attention.length_scale`).
+  (`attention.length_scale`). `dtype` is the compute dtype of its activations.
   """
 
   num_layers: int
@@ -118,6 +142,7 @@ class Stack(nn.Module):
   causal: bool
   has_cross: bool
   length_scale_train_keys: int = 0
+  dtype: Any = jnp.float32
 
   def _make_scheme(self, **module_kwargs) -> positions.PositionScheme:
     """This stack's scheme module from the position config."""
@@ -137,9 +162,10 @@ class Stack(nn.Module):
     self.layers = [
         Block(self.d_model, self.num_heads, self.head_dim, self.d_ff, self.dropout_rate,
               self.norm, has_cross=self.has_cross, scheme=schemes[i],
-              length_scale_train_keys=self.length_scale_train_keys, name=f"layer_{i}")
+              length_scale_train_keys=self.length_scale_train_keys, dtype=self.dtype,
+              name=f"layer_{i}")
         for i in range(self.num_layers)]
-    self.final_norm = NORMS[self.norm]()
+    self.final_norm = make_norm(self.norm, self.dtype)
     self.dropout = nn.Dropout(self.dropout_rate)
 
   def cross_kv(self, enc_BxSxD: Array) -> list[tuple[Array, Array]]:
@@ -173,6 +199,7 @@ class EncoderDecoder(nn.Module):
     length_scaled_attention: multiply every attention's logits by log(n) / log(n_train),
       n the keys a query sees (`attention.length_scale`; Chiang & Cholak 2022).
     length_scale_train_keys: n_train (>= 2 when `length_scaled_attention`).
+    dtype: compute dtype, "float32" or "bfloat16" (see the module docstring).
   """
 
   joint_positions: ClassVar[bool] = False  # inputs and targets have positions of their own
@@ -189,9 +216,11 @@ class EncoderDecoder(nn.Module):
   position: Mapping[str, Any] | None = None  # None: T5's defaults
   length_scaled_attention: bool = False
   length_scale_train_keys: int = 0
+  dtype: str = "float32"  # "bfloat16": bf16 activations and matmuls, f32 params/softmax/loss
 
   def __post_init__(self):
     freeze_position(self)
+    compute_dtype(self.dtype)  # an unknown dtype fails here, naming the config key
     super().__post_init__()
 
   def setup(self):
@@ -199,12 +228,13 @@ class EncoderDecoder(nn.Module):
     stack = lambda n, causal, name: Stack(
         n, self.d_model, self.num_heads, self.head_dim, self.d_ff, self.dropout_rate,
         self.norm, self.position, causal, has_cross=causal,
-        length_scale_train_keys=attention_train_keys(self), name=name)
+        length_scale_train_keys=attention_train_keys(self), dtype=compute_dtype(self.dtype),
+        name=name)
     self.embedding = token_embedding(self)
     self.encoder = stack(self.num_encoder_layers, False, "encoder")
     self.decoder = stack(self.num_decoder_layers, True, "decoder")
     if not self.share_embeddings:
-      self.logits_dense = nn.Dense(self.vocab_size, use_bias=False, name="logits")
+      self.logits_dense = logits_dense(self)
 
   def check_lengths(self, max_input_length: int, max_target_length: int) -> None:
     """Raises ValueError (naming the config key) if positions this long cannot be encoded.
@@ -316,6 +346,11 @@ def freeze_position(module: nn.Module) -> None:
   object.__setattr__(module, "position", flax.core.FrozenDict(positions.plain(position)))
 
 
+def make_norm(norm: str, dtype: Any) -> nn.Module:
+  """The `model.norm` layer: statistics in float32, output in `dtype`, float32 scale."""
+  return NORMS[norm](dtype=dtype, param_dtype=jnp.float32)
+
+
 def check_norm(norm: str) -> None:
   """Raises ValueError naming `model.norm` for an unknown norm."""
   if norm not in NORMS:
@@ -339,15 +374,32 @@ def attention_train_keys(module: nn.Module) -> int:
 
 
 def token_embedding(module: nn.Module) -> nn.Embed:
-  """The token embedding (also the tied output projection), named `embedding`."""
+  """The token embedding (also the tied output projection), named `embedding`.
+
+  A float32 table; lookups come out in the compute dtype `module.dtype`.
+  """
   return nn.Embed(module.vocab_size, module.d_model, embedding_init=nn.initializers.normal(1.0),
-                  name="embedding")
+                  dtype=compute_dtype(module.dtype), param_dtype=jnp.float32, name="embedding")
+
+
+def logits_dense(module: nn.Module) -> nn.Dense:
+  """The untied output projection, named `logits`: compute-dtype inputs, float32 logits."""
+  return nn.Dense(module.vocab_size, use_bias=False, dtype=compute_dtype(module.dtype),
+                  param_dtype=jnp.float32, dot_general=f32_dot_general, name="logits")
 
 
 def output_logits(module: nn.Module, x_BxLxD: Array) -> Array:
-  """Logits `[B, L, V]`: tied (x Eᵀ / sqrt(D)) or the untied `logits_dense`."""
+  """Float32 logits `[B, L, V]`: tied (x Eᵀ / sqrt(D)) or the untied `logits_dense`.
+
+  The matmul reads its inputs in the compute dtype and accumulates in float32, so
+  the loss and the greedy choice see float32 logits in either dtype.
+  """
   if module.share_embeddings:
-    return module.embedding.attend(x_BxLxD) * module.d_model ** -0.5
+    dtype = compute_dtype(module.dtype)
+    table_VxD = module.embedding.embedding.astype(dtype)
+    logits_BxLxV = jnp.einsum("...d,vd->...v", x_BxLxD.astype(dtype), table_VxD,
+                              preferred_element_type=jnp.float32)
+    return logits_BxLxV * module.d_model ** -0.5
   return module.logits_dense(x_BxLxD)
 
 

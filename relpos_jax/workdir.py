@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import ml_collections
 import orbax.checkpoint as ocp
 
+from relpos_jax import architectures
 from relpos_jax import errors
 from relpos_jax import provenance as provenance_lib
 from relpos_jax.data import vocab as vocab_lib
@@ -74,9 +75,25 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
 
 
 def identity_changes(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
-  """The `RUN_IDENTITY_KEYS` on which a saved config.json and `config` differ."""
+  """The `RUN_IDENTITY_KEYS` on which a saved config.json and `config` differ.
+
+  A model key the saved config lacks (added to the code after the run was saved,
+  e.g. `model.dtype`) counts as its default, which computes what the run did.
+  """
   new = config_json(config)
+  saved = with_model_defaults(saved)
   return [k for k in RUN_IDENTITY_KEYS if saved.get(k) != new.get(k)]
+
+
+def with_model_defaults(saved: dict) -> dict:
+  """`saved` with each model key it lacks (but `position`) at its architecture's default."""
+  model = saved.get("model")
+  arch = model.get("arch", architectures.DEFAULT_ARCH) if isinstance(model, dict) else None
+  if arch not in architectures.ARCHS:
+    return saved
+  defaults = architectures.default_config(arch).to_dict()
+  del defaults["position"]
+  return {**saved, "model": {**defaults, **model}}
 
 
 def check_identity(config: ml_collections.ConfigDict, workdir: str) -> None:

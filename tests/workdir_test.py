@@ -156,3 +156,15 @@ def test_config_json_carries_provenance_outside_the_run_identity(run):
   again = json.load(open(os.path.join(run, workdir_lib.CONFIG_FILE)))
   assert again["provenance_earlier"][0]["versions"] == {"jax": "0.0.1"}
   assert again[workdir_lib.PROVENANCE_KEY]["versions"]["jax"] == jax.__version__
+
+
+def test_a_model_key_added_since_a_run_was_saved_counts_as_its_default():
+  """A run saved before `model.dtype` existed resumes; another dtype or size is another run."""
+  saved = workdir_lib.config_json(_config())
+  del saved["model"]["dtype"]
+  assert workdir_lib.identity_changes(saved, _config()) == []
+  bf16 = _config()
+  bf16.model.dtype = "bfloat16"
+  assert workdir_lib.identity_changes(saved, bf16) == ["model"]
+  saved["model"]["d_model"] += 1
+  assert workdir_lib.identity_changes(saved, _config()) == ["model"]

@@ -85,7 +85,6 @@ class ALiBi(base.PositionScheme):
   is_relative = True
 
   def logit_bias(self, q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK):
-    """`-m_h |qpos_i - kpos_j|` as `[B, H, Q, K]`."""
-    del k_BxKxHxE
-    slopes_H = alibi_slopes(self.num_heads)
-    return alibi_bias(qpos_BxQ, kpos_BxK, slopes_H).astype(q_BxQxHxE.dtype)
+    """`-m_h |qpos_i - kpos_j|` as float32 `[B, H, Q, K]`."""
+    del q_BxQxHxE, k_BxKxHxE
+    return alibi_bias(qpos_BxQ, kpos_BxK, alibi_slopes(self.num_heads))

@@ -24,6 +24,13 @@ Positions are explicit int32 arrays, never array indices: at decode step t the
 query position is t, randomized positions are just other integers, and left
 padding needs no special case.
 
+Precision. Hooks receive activations in the model's compute dtype (`model.dtype`:
+float32 or bfloat16) and keep their own parameters in float32. `logit_bias` and
+`value_term` return float32 (attention adds them to its float32 logits and
+float32-accumulated output), computed from float32 positions and parameters;
+`embed` and `rotate` compute their angles and tables in float32 and return their
+input's dtype.
+
 The model supplies the context fields (`num_heads`, `head_dim`, `d_model`,
 `causal`); every other dataclass field of a scheme is a user config key, declared
 once here with its default (see `positions.default_config`).

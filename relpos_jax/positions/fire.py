@@ -92,20 +92,24 @@ class FIRE(base.PositionScheme):
   def setup(self):
     self.c = self.param("c", nn.initializers.constant(self.init_c), ())
     self.threshold_multiplier = self.param("threshold_multiplier", nn.initializers.ones, ())
-    self.hidden = nn.Dense(self.mlp_width, name="mlp_hidden")
-    self.out = nn.Dense(self.num_heads, name="mlp_out")
+    self.hidden = nn.Dense(self.mlp_width, dtype=jnp.float32, name="mlp_hidden")
+    self.out = nn.Dense(self.num_heads, dtype=jnp.float32, name="mlp_out")
 
   def threshold(self) -> Array:
     """L = |λ L0|."""
     return jnp.abs(self.threshold_multiplier * self.init_threshold)
 
   def logit_bias(self, q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK):
-    """`f_θ(x_ij)_h` as `[B, H, Q, K]`, with x from `fire_inputs`."""
-    del k_BxKxHxE
+    """`f_θ(x_ij)_h` as float32 `[B, H, Q, K]`, with x from `fire_inputs`.
+
+    The MLP runs in float32 in either compute dtype: bfloat16's 8-bit mantissa
+    could not tell apart the normalised inputs of neighbouring long distances.
+    """
+    del q_BxQxHxE, k_BxKxHxE
     x_BxQxK = fire_inputs(qpos_BxQ, kpos_BxK, c=self.c, threshold=self.threshold(),
                           bidirectional=not self.causal)
     bias_BxQxKxH = self.out(nn.relu(self.hidden(x_BxQxK[..., None])))
-    return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2)).astype(q_BxQxHxE.dtype)
+    return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2))
 
   def shared_across_layers(self) -> bool:
     """One FIRE per layer unless `share_across_layers=True`."""

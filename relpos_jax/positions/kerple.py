@@ -85,10 +85,10 @@ class KerpleLog(base.PositionScheme):
     return jax.nn.softplus(self.rho1), jax.nn.softplus(self.rho2)
 
   def logit_bias(self, q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK):
-    """`-r1_h log(1 + r2_h |qpos_i - kpos_j|)` as `[B, H, Q, K]`."""
-    del k_BxKxHxE
+    """`-r1_h log(1 + r2_h |qpos_i - kpos_j|)` as float32 `[B, H, Q, K]`."""
+    del q_BxQxHxE, k_BxKxHxE
     r1_H, r2_H = self.kernel_parameters()
-    return kerple_log_bias(qpos_BxQ, kpos_BxK, r1_H, r2_H).astype(q_BxQxHxE.dtype)
+    return kerple_log_bias(qpos_BxQ, kpos_BxK, r1_H, r2_H)
 
   def shared_across_layers(self) -> bool:
     """One pair per head per layer unless `share_across_layers=True`."""

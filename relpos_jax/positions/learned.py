@@ -54,10 +54,10 @@ class Learned(base.PositionScheme):
                             (self.max_len, self.d_model))
 
   def embed(self, x_BxLxD: Array, pos_BxL: Array) -> Array:
-    """`x + E[pos]`; out-of-range positions raise (eager) or give NaN (traced)."""
+    """`x + E[pos]`, added in float32; out-of-range positions raise (eager) or give NaN (traced)."""
     check_table_positions(pos_BxL, self.max_len)
     e_BxLxD = jnp.take(self.table, pos_BxL, axis=0, mode="fill", fill_value=jnp.nan)
-    return x_BxLxD + e_BxLxD.astype(x_BxLxD.dtype)
+    return (x_BxLxD.astype(jnp.float32) + e_BxLxD.astype(jnp.float32)).astype(x_BxLxD.dtype)
 
   def check_positions(self, max_position: int) -> None:
     """Raises ValueError unless positions `0..max_position-1` fit in the table."""

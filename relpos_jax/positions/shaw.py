@@ -69,12 +69,14 @@ def key_logits(q_BxQxHxE: Array, table_RxE: Array, idx_BxQxK: Array) -> Array:
     idx_BxQxK: `relative_index(...)`, values in `[0, R)`.
 
   Returns:
-    bias `[B, H, Q, K]`.
+    float32 bias `[B, H, Q, K]` (the matmul accumulates in float32 whatever the
+    inputs' dtype).
   """
   scale = q_BxQxHxE.shape[-1] ** -0.5
   R = table_RxE.shape[0]
   B, Q, H, _ = q_BxQxHxE.shape
-  qa_BxQxRxH = jnp.einsum("bqhk,rk->bqrh", q_BxQxHxE, table_RxE) * scale
+  qa_BxQxRxH = jnp.einsum("bqhk,rk->bqrh", q_BxQxHxE, table_RxE,
+                          preferred_element_type=jnp.float32) * scale
   rows_BxQxK = _row_index(idx_BxQxK, R)  # every index is in range: idx is clipped to [0, 2k]
   bias_BxQxKxH = qa_BxQxRxH.reshape(B * Q * R, H).at[rows_BxQxK].get(mode="promise_in_bounds")
   return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2))
@@ -89,15 +91,16 @@ def value_output(w_BxHxQxK: Array, table_RxE: Array, idx_BxQxK: Array) -> Array:
     idx_BxQxK: `relative_index(...)`, values in `[0, R)`.
 
   Returns:
-    `[B, Q, H, E]`.
+    float32 `[B, Q, H, E]`: the buckets sum the weights in float32 (a clipped
+    bucket collects up to K of them), whatever the weights' dtype.
   """
   B, H, Q, _ = w_BxHxQxK.shape
   R = table_RxE.shape[0]
-  w_BxQxKxH = jnp.transpose(w_BxHxQxK, (0, 2, 3, 1))
+  w_BxQxKxH = jnp.transpose(w_BxHxQxK, (0, 2, 3, 1)).astype(jnp.float32)
   rows_BxQxK = _row_index(idx_BxQxK, R)
-  wb_BxQxRxH = jnp.zeros((B * Q * R, H), w_BxHxQxK.dtype).at[rows_BxQxK].add(
+  wb_BxQxRxH = jnp.zeros((B * Q * R, H), jnp.float32).at[rows_BxQxK].add(
       w_BxQxKxH, mode="promise_in_bounds").reshape(B, Q, R, H)
-  return jnp.einsum("bqrh,rk->bqhk", wb_BxQxRxH, table_RxE.astype(w_BxHxQxK.dtype))
+  return jnp.einsum("bqrh,rk->bqhk", wb_BxQxRxH, table_RxE.astype(jnp.float32))
 
 
 class Shaw(base.PositionScheme):
@@ -129,7 +132,7 @@ class Shaw(base.PositionScheme):
     if not self.use_keys:
       return None
     idx_BxQxK = relative_index(qpos_BxQ, kpos_BxK, self.max_relative_position)
-    return key_logits(q_BxQxHxE, self.key_table.astype(q_BxQxHxE.dtype), idx_BxQxK)
+    return key_logits(q_BxQxHxE, self.key_table, idx_BxQxK)  # float32 table: float32 matmul
 
   def value_term(self, w_BxHxQxK, qpos_BxQ, kpos_BxK):
     """`sum_j w_ij a^V_rel(i,j)`, or None without `use_values`."""

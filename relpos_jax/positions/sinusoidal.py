@@ -57,5 +57,6 @@ class Sinusoidal(base.PositionScheme):
   base: float = 10000.0
 
   def embed(self, x_BxLxD: Array, pos_BxL: Array) -> Array:
-    """`x + P(pos)`."""
-    return x_BxLxD + sinusoidal_encoding(pos_BxL, self.d_model, self.base).astype(x_BxLxD.dtype)
+    """`x + P(pos)`, added in float32 (one rounding to x's dtype)."""
+    p_BxLxD = sinusoidal_encoding(pos_BxL, self.d_model, self.base)
+    return (x_BxLxD.astype(jnp.float32) + p_BxLxD).astype(x_BxLxD.dtype)

@@ -110,7 +110,7 @@ class T5Bias(base.PositionScheme):
         rel_BxQxK, bidirectional=not self.causal, num_buckets=self.num_buckets,
         max_distance=self.max_distance)
     bias_BxQxKxH = jnp.take(self.table, bucket_BxQxK, axis=0)
-    return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2)).astype(q_BxQxHxE.dtype)
+    return jnp.transpose(bias_BxQxKxH, (0, 3, 1, 2))  # float32, like the table
 
   def shared_across_layers(self) -> bool:
     """One table per stack unless `share_across_layers=False`."""

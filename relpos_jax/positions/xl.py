@@ -150,7 +150,12 @@ class TransformerXL(base.PositionScheme):
     self.w_r = self.param("w_r", init, (d, self.num_heads, self.head_dim))
 
   def logit_bias(self, q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK):
-    """`(q_i·W_R R_{i-j} + u·k_j + v·W_R R_{i-j}) / sqrt(E)` as `[B, H, Q, K]`."""
-    dtype = q_BxQxHxE.dtype
-    return relative_logits(q_BxQxHxE, k_BxKxHxE, qpos_BxQ, kpos_BxK, self.u.astype(dtype),
-                           self.v.astype(dtype), self.w_r.astype(dtype), self.clip).astype(dtype)
+    """`(q_i·W_R R_{i-j} + u·k_j + v·W_R R_{i-j}) / sqrt(E)` as float32 `[B, H, Q, K]`.
+
+    Computed in float32 in either compute dtype, like the other schemes' terms:
+    the angle-difference identity sums products of absolute-position sinusoids
+    that partly cancel to the relative term, so it is kept out of bfloat16.
+    """
+    f32 = lambda x: x.astype(jnp.float32)
+    return relative_logits(f32(q_BxQxHxE), f32(k_BxKxHxE), qpos_BxQ, kpos_BxK, f32(self.u),
+                           f32(self.v), f32(self.w_r), self.clip)
