@@ -49,11 +49,12 @@ from relpos_jax import losses
 from relpos_jax import provenance
 from relpos_jax import report
 from relpos_jax import scoring
+from relpos_jax import tables
 from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
 
-Record = dict[str, Any]
+Record = tables.Record
 CHECKPOINT_RULES = ("best", "last")
 DEFAULT_CONVERGED_AT = 0.95
 

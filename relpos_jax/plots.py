@@ -31,7 +31,7 @@ from relpos_jax.positions import shaw
 from relpos_jax.positions import sinusoidal
 from relpos_jax.positions import t5
 
-Record = dict[str, Any]
+Record = tables.Record
 Path = tuple[str, ...]
 
 

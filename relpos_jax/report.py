@@ -13,9 +13,9 @@ import json
 import math
 import os
 import re
+from typing import Sequence
 
 import ml_collections
-from typing import Any, Sequence
 
 from relpos_jax import plots
 from relpos_jax import tables
@@ -23,7 +23,7 @@ from relpos_jax.positions import shaw
 from relpos_jax.positions import sinusoidal
 from relpos_jax.positions import t5
 
-Record = dict[str, Any]
+Record = tables.Record
 
 METRIC_KEYS = ("exact_match", "token_accuracy", "loss", "length_accuracy", "content_errors",
                "stop_errors", "fail_too_short", "fail_too_long", "fail_right_length",

@@ -36,7 +36,7 @@ from relpos_jax import report
 from relpos_jax import tables
 from relpos_jax import workdir as workdir_lib
 
-Record = dict[str, Any]
+Record = tables.Record
 TABLE_FILE = "table.json"
 NOTES_FILE = "notes.md"
 RESULTS_MD = "RESULTS.md"

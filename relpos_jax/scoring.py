@@ -20,8 +20,6 @@ import numpy as np
 
 from relpos_jax.data import vocab
 
-Record = dict[str, Any]
-
 
 def target_lengths(targets_BxT: np.ndarray) -> np.ndarray:
   """Number of target tokens before EOS, per row."""
@@ -65,7 +63,7 @@ def score_batch(tokens_BxT: np.ndarray, lengths_B: np.ndarray,
   }
 
 
-def summarize_scores(scores: dict[str, np.ndarray], weights_B: np.ndarray) -> Record:
+def summarize_scores(scores: dict[str, np.ndarray], weights_B: np.ndarray) -> dict[str, Any]:
   """Aggregates per-example scores of one eval length into its metrics.
 
   Args:

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+# One eval record: the JSON object of one (run, seed, length), as evaluate writes it.
 Record = dict[str, Any]
 
 NA = "n/a"

@@ -23,10 +23,13 @@ FLAGS = ["--config", "configs/default.py:smoke", "--config.optimizer.decay=rsqrt
 STEPS = 9
 
 
-def _env(**extra):
-  env = {k: v for k, v in os.environ.items()
-         if not k.startswith(("JAX_", "SLURM_")) and k != "XLA_FLAGS"}
-  return {**env, "JAX_PLATFORMS": "cpu", **extra}
+def _env(device_count=None, **extra):
+  """This environment without JAX/SLURM job settings or a forced device count."""
+  env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "SLURM_"))}
+  xla = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
+  if device_count:
+    xla.append(f"--xla_force_host_platform_device_count={device_count}")
+  return {**env, "XLA_FLAGS": " ".join(xla), "JAX_PLATFORMS": "cpu", **extra}
 
 
 def _free_port() -> int:
@@ -76,7 +79,7 @@ def test_two_processes_train_one_run_like_one_process_on_two_devices(tmp_path):
   one = subprocess.run([sys.executable, "train.py", "--workdir", str(tmp_path / "one"), *FLAGS,
                         f"--config.num_steps={STEPS}"], cwd=ROOT, capture_output=True, text=True,
                        timeout=240,
-                       env=_env(XLA_FLAGS="--xla_force_host_platform_device_count=2"))
+                       env=_env(device_count=2))
   assert one.returncode == 0, one.stderr[-3000:]
 
   # Two processes, killed (kill -9, both) once they have saved a checkpoint.

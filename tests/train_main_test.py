@@ -87,7 +87,8 @@ def test_eight_simulated_devices_give_the_same_losses(tmp_path):
   flags = ["--config", "configs/default.py:smoke,steps=9"]
   one = _train(tmp_path / "one", *flags)
   eight = _train(tmp_path / "eight", *flags,
-                 env={"XLA_FLAGS": "--xla_force_host_platform_device_count=8"})
+                 env={"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
+                      " --xla_force_host_platform_device_count=8"})
   assert one.returncode == 0 and eight.returncode == 0, eight.stderr[-3000:]
   losses = lambda w: [r["loss"] for r in _records(w)]
   np.testing.assert_allclose(losses(tmp_path / "one"), losses(tmp_path / "eight"), atol=1e-5)
