@@ -24,9 +24,7 @@ Precision. Projections, queries, keys, values (and so the cache) are in the
 compute dtype (`dtype`: float32 or bfloat16). The logits `q·k` accumulate in
 float32 and stay float32: the scheme's terms (float32, `positions.base`), the
 length scale, the mask and the softmax all act on float32; the weights are cast
-back to the compute dtype for `w·v`, which accumulates in float32 too. In
-bfloat16 every matmul (projections, `q·k`, `w·v`) is a `matmul` one, so that
-forward and backward compile to native bf16 dots.
+back to the compute dtype for `w·v`, which accumulates in float32 too.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from relpos_jax import matmul
 from relpos_jax.positions import base
 
 Array = jax.Array
@@ -105,9 +102,8 @@ def _attend(q_BxQxHxE, k_BxHxKxE, v_BxHxKxE, qpos_BxQ, kpos_BxK, mask_BxQxK, sch
   beyond the query's and the output's; with one query (a decoding step) those are free.
   """
   scale = q_BxQxHxE.shape[-1] ** -0.5
-  dtype = v_BxHxKxE.dtype  # the compute dtype
-  logits_BxHxQxK = matmul.einsum("bhqk,bhsk->bhqs", heads_first(q_BxQxHxE), k_BxHxKxE,
-                                 dtype) * scale
+  logits_BxHxQxK = jnp.einsum("bhqk,bhsk->bhqs", heads_first(q_BxQxHxE), k_BxHxKxE,
+                              preferred_element_type=jnp.float32) * scale
   if scheme is not None and scheme.implements("logit_bias"):
     # Schemes see keys in the documented [B, K, H, E] layout; those that ignore them
     # (all but Transformer-XL) leave the transpose to dead-code elimination.
@@ -122,15 +118,16 @@ def _attend(q_BxQxHxE, k_BxHxKxE, v_BxHxKxE, qpos_BxQ, kpos_BxK, mask_BxQxK, sch
     logits_BxHxQxK = logits_BxHxQxK * scale_BxQ[:, None, :, None]
   if mask_BxQxK is not None:
     logits_BxHxQxK = jnp.where(mask_BxQxK[:, None], logits_BxHxQxK, _MASKED)
-  w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK, axis=-1).astype(dtype)
+  w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK, axis=-1).astype(v_BxHxKxE.dtype)
   if dropout is not None:
     w_BxHxQxK = dropout(w_BxHxQxK)
-  out_BxQxHxE = heads_first(matmul.einsum("bhqs,bhsk->bhqk", w_BxHxQxK, v_BxHxKxE, dtype))
+  out_BxQxHxE = heads_first(jnp.einsum("bhqs,bhsk->bhqk", w_BxHxQxK, v_BxHxKxE,
+                                       preferred_element_type=jnp.float32))
   if scheme is not None and scheme.implements("value_term"):
     extra_BxQxHxE = scheme.value_term(w_BxHxQxK, qpos_BxQ, kpos_BxK)
     if extra_BxQxHxE is not None:
       out_BxQxHxE = out_BxQxHxE + extra_BxQxHxE.astype(jnp.float32)
-  return out_BxQxHxE.astype(dtype)
+  return out_BxQxHxE.astype(v_BxHxKxE.dtype)
 
 
 class Attention(nn.Module):
@@ -157,13 +154,13 @@ class Attention(nn.Module):
   dtype: Any = jnp.float32
 
   def setup(self):
-    kwargs = dict(use_bias=False, dtype=self.dtype, param_dtype=jnp.float32,
-                  **matmul.dense_kwargs(self.dtype))
-    dense = lambda name: nn.DenseGeneral((self.num_heads, self.head_dim), name=name, **kwargs)
+    dense = lambda name: nn.DenseGeneral((self.num_heads, self.head_dim), use_bias=False,
+                                         dtype=self.dtype, param_dtype=jnp.float32, name=name)
     self.query = dense("query")
     self.key = dense("key")
     self.value = dense("value")
-    self.out = nn.DenseGeneral(self.d_model, axis=(-2, -1), name="out", **kwargs)
+    self.out = nn.DenseGeneral(self.d_model, axis=(-2, -1), use_bias=False, dtype=self.dtype,
+                               param_dtype=jnp.float32, name="out")
     self.dropout = nn.Dropout(self.dropout_rate)
     self.cache = KVCache()
 

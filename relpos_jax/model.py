@@ -16,9 +16,7 @@ Precision (`dtype`, config key `model.dtype`; as t5x / the Flax examples do it):
 parameters are float32 and every Dense / Embed / norm reads them in the compute
 dtype, so activations and matmul inputs are float32 or bfloat16; the attention
 logits and softmax, the norms' statistics, the positional math (see
-`positions.base`) and the output logits are float32 in either case. A bfloat16
-model's matmuls are `relpos_jax.matmul`'s (native bf16 dots, forward and backward,
-float32 weight gradients); a float32 model's are Flax's and jnp's own.
+`positions.base`) and the output logits are float32 in either case.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ import jax
 import jax.numpy as jnp
 
 from relpos_jax import attention
-from relpos_jax import matmul
 from relpos_jax import positions
 from relpos_jax.data import vocab
 
@@ -77,8 +74,7 @@ class Mlp(nn.Module):
 
   @nn.compact
   def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
-    dense = lambda n, name: nn.Dense(n, dtype=self.dtype, param_dtype=jnp.float32, name=name,
-                                     **matmul.dense_kwargs(self.dtype))
+    dense = lambda n, name: nn.Dense(n, dtype=self.dtype, param_dtype=jnp.float32, name=name)
     h_BxLxF = nn.gelu(dense(self.d_ff, "wi")(x_BxLxD))
     h_BxLxF = nn.Dropout(self.dropout_rate)(h_BxLxF, deterministic=deterministic)
     return dense(self.d_model, "wo")(h_BxLxF)
@@ -388,10 +384,8 @@ def token_embedding(module: nn.Module) -> nn.Embed:
 
 def logits_dense(module: nn.Module) -> nn.Dense:
   """The untied output projection, named `logits`: compute-dtype inputs, float32 logits."""
-  dtype = compute_dtype(module.dtype)
-  kwargs = matmul.dense_kwargs(dtype, out_dtype=jnp.float32) or {"dot_general": f32_dot_general}
-  return nn.Dense(module.vocab_size, use_bias=False, dtype=dtype, param_dtype=jnp.float32,
-                  name="logits", **kwargs)
+  return nn.Dense(module.vocab_size, use_bias=False, dtype=compute_dtype(module.dtype),
+                  param_dtype=jnp.float32, dot_general=f32_dot_general, name="logits")
 
 
 def output_logits(module: nn.Module, x_BxLxD: Array) -> Array:
@@ -401,8 +395,10 @@ def output_logits(module: nn.Module, x_BxLxD: Array) -> Array:
   the loss and the greedy choice see float32 logits in either dtype.
   """
   if module.share_embeddings:
-    logits_BxLxV = matmul.einsum("...d,vd->...v", x_BxLxD, module.embedding.embedding,
-                                 compute_dtype(module.dtype))
+    dtype = compute_dtype(module.dtype)
+    table_VxD = module.embedding.embedding.astype(dtype)
+    logits_BxLxV = jnp.einsum("...d,vd->...v", x_BxLxD.astype(dtype), table_VxD,
+                              preferred_element_type=jnp.float32)
     return logits_BxLxV * module.d_model ** -0.5
   return module.logits_dense(x_BxLxD)
 
