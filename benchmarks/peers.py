@@ -133,7 +133,7 @@ def measure(shape: schemes.Shape, B: int, L: int, *, runs: int, decode_runs: int
   rng = np.random.default_rng(0)
   tokens = {"inputs": schemes.random_tokens(rng, shape, B, L),
             "targets": schemes.random_tokens(rng, shape, B, L)}
-  record = {"scheme": OURS_SCHEME, "L": L, "batch": B, "new_tokens": L, **versions(),
+  record = {"scheme": OURS_SCHEME, "ours_dtype": shape.dtype, "L": L, "batch": B, "new_tokens": L, **versions(),
             "train_runs": runs, "decode_runs": decode_runs}
 
   ours = schemes.compile_train_step(shape, OURS_SCHEME, B, L, tokens)

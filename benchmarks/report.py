@@ -125,7 +125,7 @@ def peers_section(record: dict, machine: dict) -> list[str]:
       f"HuggingFace transformers {record['transformers']} `T5ForConditionalGeneration` "
       f"(random init from a `T5Config` at the Setup's shape), torch {record['torch']}, "
       f"eager, float32, {record['torch_threads']} threads; this project with the "
-      f"`{record['scheme']}` scheme; both on the same tokens, L = {record['L']} "
+      f"`{record['scheme']}` scheme in {record.get('ours_dtype', 'float32')} (`--dtype`); both on the same tokens, L = {record['L']} "
       f"(source = target), batch {record['batch']}, on {machine['cores']} cores. "
       f"Same run, alternating: every timed run of ours is followed by one of HF's "
       f"({record['train_runs']} train steps and {record['decode_runs']} decodings each, "
@@ -222,7 +222,8 @@ def _setup(results: dict) -> list[str]:
       "## Setup", "",
       f"* Model: encoder-decoder, d_model {shape.d_model}, {shape.num_heads} heads of "
       f"{shape.head_dim}, {shape.num_encoder_layers} encoder + {shape.num_decoder_layers} "
-      f"decoder layers, d_ff {shape.d_ff}, vocab {shape.vocab_size}, RMSNorm, tied "
+      f"decoder layers, d_ff {shape.d_ff}, vocab {shape.vocab_size}, {shape.dtype} compute "
+      "(float32 parameters), RMSNorm, tied "
       "embeddings; each scheme with its default config (a `learned` table grown to L rows); "
       "AdamW (`optim.make_optimizer`: warmup + cosine, global-norm clipping).",
   ]

@@ -110,8 +110,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
     name, default = field.name, getattr(defaults, field.name)
     if name == "shape":
       for dim in dataclasses.fields(schemes_lib.Shape):
-        flags.DEFINE_integer(dim.name, getattr(default, dim.name), f"model {dim.name}",
-                             flag_values=fv)
+        define = flags.DEFINE_string if dim.name == "dtype" else flags.DEFINE_integer
+        define(dim.name, getattr(default, dim.name), f"model {dim.name}", flag_values=fv)
     elif name == "decode_schemes":
       flags.DEFINE_list(name, None, HELP[name], flag_values=fv)
     elif isinstance(default, tuple):

@@ -49,6 +49,7 @@ class Shape:
   num_encoder_layers: int = 2
   num_decoder_layers: int = 2
   vocab_size: int = 64
+  dtype: str = "float32"  # the model's compute dtype (`model.dtype`); parameters stay float32
 
 
 def batch_at(batch: int, tokens_per_batch: int, length: int) -> int:

@@ -44,7 +44,9 @@ def test_flags_spell_the_settings():
   s = _settings("--schemes=none,t5", "--lengths=64", "--naive_shaw=0", "--d_model=32")
   assert (s.schemes, s.decode_schemes, s.lengths, s.naive_shaw) == (
       ("none", "t5"), ("none", "t5"), (64,), False)
-  assert s.shape.d_model == 32 and s.parts == run.PARTS
+  assert s.shape.d_model == 32 and s.parts == run.PARTS and s.shape.dtype == "float32"
+  assert _settings("--dtype=bfloat16").shape.dtype == "bfloat16"
+  assert schemes.make_model(_settings("--dtype=bfloat16").shape, "t5", 8).dtype == "bfloat16"
   default = _settings()
   assert default.shape == schemes.Shape() and default.batch_at(1024) == 4
   quick = _settings("--quick", "--runs=3", "--parts=peers")
