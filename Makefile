@@ -56,7 +56,7 @@ table: $(STAMP)
 results: $(STAMP)
 	$(PY) -m relpos_jax.results
 
-# Speed and memory of every positional scheme -> benchmarks/RESULTS.md (~15 min on 2 cores),
+# Speed and memory of every positional scheme -> benchmarks/RESULTS.md (~25 min on 2 cores),
 # and HF T5 in PyTorch at the same shape when the optional extra is installed (make
 # install-peers); pass flags with BENCH_ARGS, e.g. make bench BENCH_ARGS="--schemes=none,t5
 # --lengths=64" or BENCH_ARGS=--parts=peers (see docs/performance.md).

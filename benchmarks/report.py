@@ -26,7 +26,12 @@ BOUNDS = {
     "train": f"bounded by XLA:CPU code generation, not by the model code: see [docs]({DOCS})",
     "decode": f"memory- and single-core-bound steps: see [docs]({DOCS})",
     "seeds": f"one replica already keeps both cores busy: see [docs]({DOCS})",
+    "peer_train": f"XLA:CPU's code for the step's matmuls and fusions: see [docs]({DOCS})",
 }
+# Same-run ratios against HF T5 in PyTorch (float32, eager): the most our step may take
+# relative to HF's, per compute dtype of ours, and the least our decoding rate may reach.
+PEER_STEP_LIMIT = {"float32": 1.2, "bfloat16": 0.8}
+PEER_DECODE_LIMIT = 2.0
 
 
 def fmt(x, spec=".1f", none="—"):
@@ -182,6 +187,18 @@ def targets(results: dict) -> list[tuple[str, str, bool, str]]:
         ratio = cached_speedup(r)
         out.append((f"cached decoding, {r['scheme']}, {r['steps']} new tokens: ≥ 5× "
                     "recomputation", f"{ratio:.1f}×", ratio >= 5.0, ""))
+  peer = results.get("peers")
+  if peer and "skipped" not in peer:
+    f, dtype = peer_figures(peer), peer.get("ours_dtype", "float32")
+    ratio = f["ours_train_s"] / f["theirs_train_s"]
+    limit = PEER_STEP_LIMIT.get(dtype)
+    if limit is not None:
+      out.append((f"train step ({dtype}), L={peer['L']}: ≤ {limit}× HF T5's float32 step time",
+                  f"{ratio:.2f}×", ratio <= limit, BOUNDS["peer_train"]))
+    speedup = f["ours_tok_s"] / f["theirs_tok_s"]
+    out.append((f"cached decoding ({dtype}), {peer['new_tokens']} new tokens: ≥ "
+                f"{PEER_DECODE_LIMIT:g}× HF T5's generate", f"{speedup:.2f}×",
+                speedup >= PEER_DECODE_LIMIT, BOUNDS["decode"]))
   if len(seeds) > 1:
     ratio = relative_time(seeds[-1], seeds[0])
     out.append((f"{settings['num_seeds']} seeds in one vmapped step: ≤ 2× one seed",

@@ -306,10 +306,17 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
   window: list[dict[str, np.ndarray]] = []
   t_window, t_start = time.perf_counter(), time.perf_counter()
 
+  def batch_of(step: int) -> dict[str, jax.Array]:
+    return shard_batch(stacked_batch(datasets, step, config.batch_size, rows), batch_sharding,
+                       config.batch_size)
+
+  batch = batch_of(start) if start < config.num_steps else None
   for step in range(start, config.num_steps):
-    batch = shard_batch(stacked_batch(datasets, step, config.batch_size, rows), batch_sharding,
-                        config.batch_size)
     state, metrics = step_fn(state, batch, seeds_N)
+    # The step runs asynchronously: assemble the next batch (numpy, a pure function of
+    # the step) before waiting for it, so host and device work overlap.
+    if step + 1 < config.num_steps:
+      batch = batch_of(step + 1)
     metrics = jax.device_get(metrics)  # waits for the step: needed on multi-device CPU
     _check_finite(metrics, step, seeds)
     window.append(metrics)

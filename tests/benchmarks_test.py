@@ -105,6 +105,11 @@ def test_report_renders_every_table():
   assert "Shaw peak temporary memory, L=16: ≤ 2× none: **1.20×; the naive gather form: 3.00×" \
       in text
   assert "## Machine" in text and "torch 2.13.0" in text and "docs/performance.md" in text
+  # Ours takes half HF's step time (0.50× ≤ 1.2×) and decodes 4× as fast (≥ 2×).
+  assert "✅ holds: train step (float32), L=8: ≤ 1.2× HF T5's float32 step time: **0.50×**" \
+      in text
+  assert "✅ holds: cached decoding (float32), 8 new tokens: ≥ 2× HF T5's generate: **4.00×**" \
+      in text
 
 
 @pytest.fixture
