@@ -17,7 +17,6 @@ import os
 from typing import Any, Mapping
 
 from absl import logging
-from tensorboardX import SummaryWriter
 
 from relpos_jax import workdir as workdir_lib
 
@@ -73,7 +72,12 @@ class MetricWriter:
   def __init__(self, workdir: str, multi_replica: bool, enabled: bool = True):
     """Opens the writers; with `enabled=False` (not the writing process) writes nothing."""
     self._path = workdir_lib.metrics_path(workdir)
-    self._tb = SummaryWriter(workdir_lib.tensorboard_dir(workdir)) if enabled else None
+    self._tb = None
+    if enabled:
+      # Imported here: tensorboardX imports torch when it is installed (seconds), and
+      # readers of metrics.jsonl (tables, eval) never write events.
+      from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+      self._tb = SummaryWriter(workdir_lib.tensorboard_dir(workdir))
     self._multi_replica = multi_replica
 
   def write(self, step: int, kind: str, seed: int, scalars: Mapping[str, float]) -> None:

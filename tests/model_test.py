@@ -21,6 +21,17 @@ from relpos_jax import model as model_lib
 from relpos_jax import positions
 from relpos_jax.data import vocab
 
+# The quick loop (`pytest -m "not slow"`) runs the per-scheme tests for one scheme of each
+# kind (a learned absolute table, a logit bias, a rotation, Shaw's key and value terms);
+# `make test` runs every registered scheme.
+QUICK_SCHEMES = ("learned", "t5", "rope", "shaw")
+
+
+def _params(names):
+  """`names` as test parameters, those outside QUICK_SCHEMES marked slow."""
+  return [n if n in QUICK_SCHEMES else pytest.param(n, marks=pytest.mark.slow) for n in names]
+
+
 SCHEMES = sorted(positions.SCHEMES)
 RELATIVE = [n for n in SCHEMES if positions.SCHEMES[n].is_relative]
 SNAPSHOTS = pathlib.Path(__file__).parent / "snapshots"
@@ -95,7 +106,7 @@ def _cached_logits(model, params, inputs, targets, inputs_pos=None, targets_pos=
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("name", SCHEMES)
+@pytest.mark.parametrize("name", _params(SCHEMES))
 def test_cached_decoding_matches_full_forward(name, arch):
   model = _model(name, arch)
   inputs, targets = _batch()
@@ -105,7 +116,7 @@ def test_cached_decoding_matches_full_forward(name, arch):
 
 
 @pytest.mark.parametrize("arch", BOTH)
-@pytest.mark.parametrize("name", [n for n in SCHEMES if n != "learned"])
+@pytest.mark.parametrize("name", _params([n for n in SCHEMES if n != "learned"]))
 def test_cached_decoding_matches_beyond_a_learned_table(name, arch):
   """Lengths past LEARNED_MAX_LEN, with randomized-style sparse positions too."""
   model = _model(name, arch)
@@ -153,7 +164,7 @@ def _embedding_jacobian(model, params, inputs, targets, part, output):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("name", SCHEMES)
+@pytest.mark.parametrize("name", _params(SCHEMES))
 def test_decoder_is_causal(name, arch):
   """d logits[t] / d (decoder input embedding at s) = 0 for every s > t."""
   model = _model(name, arch)
@@ -165,7 +176,7 @@ def test_decoder_is_causal(name, arch):
 
 
 @pytest.mark.parametrize("arch", ["decoder_only", "prefix_lm"])
-@pytest.mark.parametrize("name", SCHEMES)
+@pytest.mark.parametrize("name", _params(SCHEMES))
 def test_prefix_lm_sees_the_whole_input_and_causal_lm_does_not(name, arch):
   """Input slot i's output depends on input j > i iff prefix-LM; never on the target."""
   model = _model(name, arch)
@@ -182,7 +193,7 @@ def test_prefix_lm_sees_the_whole_input_and_causal_lm_does_not(name, arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("name", SCHEMES)
+@pytest.mark.parametrize("name", _params(SCHEMES))
 def test_padding_does_not_change_real_positions(name, arch):
   model = _model(name, arch)
   inputs, targets = _batch(3)
@@ -195,7 +206,7 @@ def test_padding_does_not_change_real_positions(name, arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("name", RELATIVE)
+@pytest.mark.parametrize("name", _params(RELATIVE))
 def test_relative_models_are_translation_invariant(name, arch):
   model = _model(name, arch)
   inputs, targets = _batch(4)
@@ -240,7 +251,7 @@ def _shapes(tree, prefix=""):
 
 
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
-@pytest.mark.parametrize("name", SCHEMES)
+@pytest.mark.parametrize("name", _params(SCHEMES))
 def test_parameter_shape_snapshot(name, arch):
   """Set UPDATE_SNAPSHOTS=1 to rewrite tests/snapshots/params_*.json after a deliberate change.
 

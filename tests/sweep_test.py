@@ -229,6 +229,7 @@ def trained_sweep(tmp_path_factory):
   return workdir, proc
 
 
+@pytest.mark.slow  # starts train.py
 def test_train_py_trains_and_tabulates_a_sweep(trained_sweep):
   workdir, proc = trained_sweep
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -238,6 +239,7 @@ def test_train_py_trains_and_tabulates_a_sweep(trained_sweep):
   assert "t5+copy" in proc.stdout  # the tables are printed too
 
 
+@pytest.mark.slow  # starts train.py
 def test_a_finished_run_is_not_retrained(trained_sweep, monkeypatch):
   workdir, proc = trained_sweep
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -251,6 +253,7 @@ def test_a_finished_run_is_not_retrained(trained_sweep, monkeypatch):
   assert (workdir / "t5+copy" / "metrics.jsonl").read_text() == metrics
 
 
+@pytest.mark.slow  # starts train.py
 def test_bad_flags_fail_before_anything_runs(tmp_path):
   schemes = "configs/ablations/schemes.py:smoke"
   for args in (["train.py", "--config", schemes, "--workdir", str(tmp_path), "--sweep_shard=4/4"],
@@ -279,6 +282,7 @@ def test_command_line_overrides_apply_after_the_sweep_or_are_refused():
     sweep.apply_command_line(everything, overrides, {"data.task": "sort"})
 
 
+@pytest.mark.slow  # starts train.py
 def test_train_py_applies_a_command_line_override_inside_a_swept_sub_config(tmp_path):
   proc = _run("train.py", "--config", "configs/ablations/kazemnejad.py:smoke,steps=2",
               "--workdir", str(tmp_path), "--runs", "t5+copy", "--config.num_seeds=1",

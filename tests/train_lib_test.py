@@ -65,6 +65,7 @@ def test_cross_entropy_ignores_padding_and_smooths():
   np.testing.assert_allclose(smoothed, want, rtol=1e-5)
 
 
+@pytest.mark.slow  # trains for tens of seconds
 def test_a_tiny_copy_model_learns_its_training_lengths(tmp_path):
   config = default.get_config("smoke,scheme=sinusoidal")
   config.data.update(max_train_length=5, eval_lengths=(3, 5), eval_examples_per_length=64,
@@ -82,6 +83,7 @@ def test_a_tiny_copy_model_learns_its_training_lengths(tmp_path):
     assert record["exact_match"] == 1.0, record
 
 
+@pytest.mark.slow  # trains for tens of seconds
 def test_resume_reaches_the_uninterrupted_state_and_metrics(tmp_path):
   # rsqrt decay does not depend on num_steps, so stopping at n is a prefix of 2n.
   config = _smoke(**{"optimizer.decay": "rsqrt"})
@@ -97,6 +99,7 @@ def test_resume_reaches_the_uninterrupted_state_and_metrics(tmp_path):
   assert int(resumed.step[0]) == 6
 
 
+@pytest.mark.slow  # trains for tens of seconds
 def test_same_config_and_seed_give_identical_metrics(tmp_path):
   config = _smoke()
   train_lib.train_and_evaluate(config, str(tmp_path / "a"))
@@ -123,6 +126,7 @@ def test_a_workdir_with_a_different_model_is_refused(tmp_path):
     train_lib.train_and_evaluate(other, str(tmp_path))
 
 
+@pytest.mark.slow  # trains for tens of seconds
 def test_replica_i_of_a_multi_seed_run_equals_the_single_run_with_seed_i(tmp_path):
   config = _smoke(num_seeds=3)
   stacked = train_lib.train_and_evaluate(config, str(tmp_path / "multi"))
@@ -152,6 +156,7 @@ def test_config_checks_fail_before_any_work(tmp_path):
   assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow  # trains for tens of seconds
 def test_randomized_positions_train_every_scheme_quickly(tmp_path):
   config = default.get_config("scheme=shaw,smoke,randomized")
   state = train_lib.train_and_evaluate(config, str(tmp_path))
