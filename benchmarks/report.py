@@ -26,7 +26,6 @@ BOUNDS = {
     "train": f"bounded by XLA:CPU code generation, not by the model code: see [docs]({DOCS})",
     "decode": f"memory- and single-core-bound steps: see [docs]({DOCS})",
     "seeds": f"one replica already keeps both cores busy: see [docs]({DOCS})",
-    "peer_train": f"XLA:CPU's code for the step's matmuls and fusions: see [docs]({DOCS})",
 }
 # Same-run ratios against HF T5 in PyTorch (float32, eager): the most our step may take
 # relative to HF's, per compute dtype of ours, and the least our decoding rate may reach.
@@ -194,7 +193,7 @@ def targets(results: dict) -> list[tuple[str, str, bool, str]]:
     limit = PEER_STEP_LIMIT.get(dtype)
     if limit is not None:
       out.append((f"train step ({dtype}), L={peer['L']}: ≤ {limit}× HF T5's float32 step time",
-                  f"{ratio:.2f}×", ratio <= limit, BOUNDS["peer_train"]))
+                  f"{ratio:.2f}×", ratio <= limit, BOUNDS["train"]))
     speedup = f["ours_tok_s"] / f["theirs_tok_s"]
     out.append((f"cached decoding ({dtype}), {peer['new_tokens']} new tokens: ≥ "
                 f"{PEER_DECODE_LIMIT:g}× HF T5's generate", f"{speedup:.2f}×",
