@@ -56,7 +56,7 @@ def _scaled(name, arch, train_keys=5):
 
 
 @pytest.mark.parametrize("arch", model_test.ARCHS)
-@pytest.mark.parametrize("name", ["none", "alibi", "rope"])
+@pytest.mark.parametrize("name", model_test._params(["none", "alibi", "rope"]))
 def test_cached_decoding_matches_full_forward(name, arch):
   model = _scaled(name, arch)
   inputs, targets = model_test._batch()

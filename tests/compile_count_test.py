@@ -23,6 +23,7 @@ import contextlib
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from configs import default
 from relpos_jax import architectures
@@ -76,6 +77,7 @@ def _padded_shapes(dataset, batch_size):
           for n in LENGTHS for b in dataset.eval_batches(n, batch_size)}
 
 
+@pytest.mark.slow  # compiles every eval program of a model
 def test_eight_eval_lengths_compile_at_most_four_programs():
   model, params, dataset = _setup("t5")
   batch_size = 4  # 6 examples per length: two batches each, the second padded with copies
@@ -101,6 +103,7 @@ def test_eight_eval_lengths_compile_at_most_four_programs():
   assert not again
 
 
+@pytest.mark.slow  # compiles every eval program of a model
 def test_another_replica_reuses_the_programs():
   """Replicas of a multi-seed run share shapes: new parameters compile nothing."""
   model, params, dataset = _setup("shaw")

@@ -19,17 +19,31 @@ ABLATIONS = sorted(p for p in (CONFIGS / "ablations").glob("*.py") if p.name != 
 IDS = lambda paths: [str(p.relative_to(CONFIGS)) for p in paths]
 
 
+_DATASETS, _MODELS = {}, {}  # built once per distinct data / model section
+
+
 def _check_runs(config):
   """Builds the model and data and runs the trainer's checks; traces the model's init."""
-  dataset = pipeline.make_dataset(seed=config.seed, **config.data)
-  model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
-  train_lib.check_config(config, model, dataset)
+  key = (config.seed, config.data.to_json())
+  if key not in _DATASETS:  # the runs of a sweep share a few data sections
+    _DATASETS[key] = pipeline.make_dataset(seed=config.seed, **config.data)
+  dataset = _DATASETS[key]
+  key = (config.model.to_json(), dataset.vocab.size)
+  if key not in _MODELS:  # ... and a few model sections
+    _MODELS[key] = _build_model(config.model, dataset.vocab.size)
+  train_lib.check_config(config, _MODELS[key], dataset)
+
+
+def _build_model(config, vocab_size):
+  """The model of `config`, its scheme built both ways and its init traced."""
+  model = architectures.make_model(config, vocab_size=vocab_size)
   for causal in (False, True):
-    positions.make_scheme(config.model.position, num_heads=config.model.num_heads,
-                          head_dim=config.model.head_dim, d_model=config.model.d_model,
+    positions.make_scheme(config.position, num_heads=config.num_heads,
+                          head_dim=config.head_dim, d_model=config.d_model,
                           causal=causal, parent=None)
   tokens = jnp.ones((1, 8), jnp.int32)
   jax.eval_shape(model.init, jax.random.PRNGKey(0), tokens, tokens)  # every scheme's setup runs
+  return model
 
 
 def test_every_config_is_found():

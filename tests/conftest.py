@@ -33,3 +33,16 @@ if _cache:
   # Tiny programs compile in well under JAX's default 1 s threshold; cache them all.
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
+# Files whose tests run longest (subprocesses, training), in that order. xdist's workers
+# take tests in collection order, round-robin at first, then as each finishes; starting
+# these first spreads them over the workers and leaves the many short tests to fill
+# in, instead of one worker running a minute-long test alone at the end.
+LONGEST_FIRST = ("multihost_test.py", "train_main_test.py", "benchmarks_test.py",
+                 "eval_main_test.py", "sweep_test.py", "train_lib_test.py", "evaluate_test.py")
+
+
+def pytest_collection_modifyitems(items):
+  """Runs the files of LONGEST_FIRST first (stable: the order inside a file is kept)."""
+  rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

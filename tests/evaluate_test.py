@@ -190,6 +190,7 @@ def learned_workdir(tmp_path_factory):
   return workdir
 
 
+@pytest.mark.slow  # on a trained run (the fixture trains)
 def test_evaluate_workdir_every_replica_and_not_representable(learned_workdir):
   records = evaluate.evaluate_workdir(learned_workdir, lengths=[4, 8, 16], num_examples=5)
   assert [(r["seed"], r["length"]) for r in records] == [
@@ -219,6 +220,7 @@ def test_evaluate_workdir_every_replica_and_not_representable(learned_workdir):
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # on a trained run (the fixture trains)
 def test_evaluate_runs_skips_untrained_and_writes_the_comparison(learned_workdir, tmp_path):
   untrained = tmp_path / "untrained"
   untrained.mkdir()
@@ -249,6 +251,7 @@ def copy_workdir(tmp_path_factory):
   return workdir
 
 
+@pytest.mark.slow  # trains 300 steps (the fixture)
 def test_a_trained_run_is_exact_at_its_training_lengths(copy_workdir):
   records = evaluate.evaluate_workdir(copy_workdir, num_examples=32, oracle_length=True)
   by_length = {r["length"]: r for r in records}
@@ -264,6 +267,7 @@ def test_a_trained_run_is_exact_at_its_training_lengths(copy_workdir):
   assert os.path.exists(os.path.join(copy_workdir, "eval", "sinusoid.png"))
 
 
+@pytest.mark.slow  # trains 300 steps (the fixture)
 def test_oracle_decoding_has_exactly_the_true_lengths(copy_workdir):
   config = workdir_lib.load_config(copy_workdir)
   dataset = pipeline.make_dataset(seed=config.seed, **config.data)
@@ -299,6 +303,7 @@ def test_overrides_change_existing_keys_only():
                                                                       "c": [1, 2]}
 
 
+@pytest.mark.slow  # on a trained run (the fixture trains)
 def test_random_position_eval_is_seeded_and_named(learned_workdir):
   # The learned table has 16 rows; the smoke config's randomized range is 2048, so
   # decoding at random positions is refused per length (n/a), never clamped.

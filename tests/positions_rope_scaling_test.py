@@ -162,7 +162,8 @@ def test_a_plain_rope_checkpoint_loads_with_any_scaling(arch):
 
 
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only", "prefix_lm"])
-@pytest.mark.parametrize("kind", ["linear", "dynamic_ntk", "yarn"])
+@pytest.mark.parametrize("kind", ["yarn", pytest.param("linear", marks=pytest.mark.slow),
+                                  pytest.param("dynamic_ntk", marks=pytest.mark.slow)])
 def test_cached_decoding_matches_full_forward_with_scaling(kind, arch):
   scaling = dict(type=kind, factor=4.0, original_max_position=6, eval_length=30)
   model = model_test._model("rope", arch, scaling=scaling)

@@ -35,6 +35,8 @@ from relpos_jax.data import vocab
 from relpos_jax.positions import base
 from relpos_jax.positions import randomized
 
+import model_test  # its quick-loop scheme subset (pytest puts tests/ on the path)
+
 SCHEMES = sorted(positions.SCHEMES)
 # One scheme per hook (the first registered that implements it), for the costlier cached test.
 HOOK_SCHEMES = sorted({next(n for n in SCHEMES if positions.SCHEMES[n].implements(hook))
@@ -93,17 +95,17 @@ def _float_dtypes(tree):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_bf16_logits_are_close_to_f32_for_every_scheme(arch):
+@pytest.mark.parametrize("name", model_test._params(SCHEMES))
+def test_bf16_logits_are_close_to_f32_for_every_scheme(arch, name):
   inputs, targets = _batch(arch)
-  for name in SCHEMES:
-    m32, _, params, logits16 = _models(arch, name)
-    logits32 = m32.apply({"params": params}, inputs, targets)
-    assert logits16.dtype == jnp.float32, name  # the loss sees float32 logits
-    scale = float(np.abs(logits32).max())
-    err = float(np.abs(np.asarray(logits16) - np.asarray(logits32)).max())
-    assert 0 < err, f"{name}: the bf16 model computed in float32"
-    np.testing.assert_allclose(logits16, logits32, rtol=0, atol=BF16_VS_F32 * scale,
-                               err_msg=f"{arch}/{name}")
+  m32, _, params, logits16 = _models(arch, name)
+  logits32 = m32.apply({"params": params}, inputs, targets)
+  assert logits16.dtype == jnp.float32, name  # the loss sees float32 logits
+  scale = float(np.abs(logits32).max())
+  err = float(np.abs(np.asarray(logits16) - np.asarray(logits32)).max())
+  assert 0 < err, f"{name}: the bf16 model computed in float32"
+  np.testing.assert_allclose(logits16, logits32, rtol=0, atol=BF16_VS_F32 * scale,
+                             err_msg=f"{arch}/{name}")
 
 
 @pytest.mark.parametrize("name", SCHEMES)

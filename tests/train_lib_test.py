@@ -110,6 +110,7 @@ def test_same_config_and_seed_give_identical_metrics(tmp_path):
   assert _metrics(tmp_path / "a") != _metrics(tmp_path / "c")
 
 
+@pytest.mark.slow  # trains
 def test_nan_loss_stops_with_the_step_and_saves_nothing(tmp_path):
   config = _smoke(**{"optimizer.learning_rate": 1e38, "optimizer.warmup_steps": 0,
                      "optimizer.grad_clip_norm": 0.0})
@@ -119,6 +120,7 @@ def test_nan_loss_stops_with_the_step_and_saves_nothing(tmp_path):
   assert not ckpts.exists() or not [p for p in ckpts.iterdir() if p.name.isdigit()]
 
 
+@pytest.mark.slow  # trains
 def test_a_workdir_with_a_different_model_is_refused(tmp_path):
   train_lib.train_and_evaluate(_smoke(), str(tmp_path))
   other = _smoke(**{"model.d_model": 32, "model.head_dim": 16})

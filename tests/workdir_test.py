@@ -71,6 +71,7 @@ def _close(a, b):
     np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-6)
 
 
+@pytest.mark.slow  # on a trained run (the fixture trains)
 def test_resume_falls_back_past_a_corrupt_newest_checkpoint(run, trained, caplog):
   _corrupt(run, 6)
   caplog.set_level(logging.WARNING)
@@ -87,6 +88,7 @@ def test_resume_falls_back_past_a_corrupt_newest_checkpoint(run, trained, caplog
   assert steps == [(3, "train"), (3, "eval"), (6, "train"), (6, "eval")]  # nothing twice
 
 
+@pytest.mark.slow  # on a trained run (the fixture trains)
 def test_readers_fall_back_and_fail_clearly_when_nothing_is_readable(run):
   config = workdir_lib.load_config(run)
   model = _model(config)
@@ -109,6 +111,7 @@ def test_readers_fall_back_and_fail_clearly_when_nothing_is_readable(run):
   assert workdir_lib.checkpoint_steps(run) == [3, 6]
 
 
+@pytest.mark.slow  # on a trained run (the fixture trains)
 def test_readers_never_write_or_delete_in_checkpoints(run):
   # A save in progress: orbax writes into a temporary folder, then renames it.
   in_progress = os.path.join(run, "checkpoints", "9.orbax-checkpoint-tmp-1234567")
@@ -127,6 +130,7 @@ def test_readers_never_write_or_delete_in_checkpoints(run):
   assert not os.path.exists(os.path.join(run, "nothing"))
 
 
+@pytest.mark.slow  # on a trained run (the fixture trains)
 def test_a_cut_off_metrics_line_is_dropped_on_resume(run, caplog):
   with open(os.path.join(run, metric_writers.METRICS_FILE), "a") as f:
     f.write('{"step": 7, "kind": "tra')  # kill -9 in the middle of a write
@@ -140,6 +144,7 @@ def test_a_cut_off_metrics_line_is_dropped_on_resume(run, caplog):
     assert all(json.loads(line) for line in f)
 
 
+@pytest.mark.slow  # on a trained run (the fixture trains)
 def test_config_json_carries_provenance_outside_the_run_identity(run):
   saved = json.load(open(os.path.join(run, workdir_lib.CONFIG_FILE)))
   prov = saved[workdir_lib.PROVENANCE_KEY]
