@@ -50,7 +50,8 @@ def test_bad_overrides_fail_at_once_with_the_flag_message(tmp_path):
   assert proc.returncode != 0 and "no_such_key" in proc.stderr
   proc = _train(tmp_path, "--config", "configs/default.py:smoke", "--config.model.num_heads=x")
   assert proc.returncode != 0 and "num_heads" in proc.stderr
-  assert not (tmp_path / "metrics.jsonl").exists()  # (a bad config argument: the next test)
+  assert not (tmp_path / "metrics.jsonl").exists()
+  # A bad config-file argument (scheme=rotary): test_config_mistakes_are_one_line_naming_the_key.
 
 
 def test_kill_9_mid_run_then_restart_finishes_from_the_last_checkpoint(tmp_path):
