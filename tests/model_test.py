@@ -22,8 +22,9 @@ from relpos_jax import positions
 from relpos_jax.data import vocab
 
 # The quick loop (`pytest -m "not slow"`) runs the per-scheme tests for one scheme of each
-# kind (a learned absolute table, a logit bias, a rotation, Shaw's key and value terms);
-# `make test` runs every registered scheme.
+# kind (a learned absolute table, a logit bias, a rotation, Shaw's key and value terms),
+# on the prefix-LM for T5 only (`_cases`); `make test` runs every registered scheme on
+# every architecture.
 QUICK_SCHEMES = ("learned", "t5", "rope", "shaw")
 
 
