@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import model_test  # the model suite's helpers (pytest puts tests/ on the path)
+import model_harness  # the model suite's helpers (pytest puts tests/ on the path)
 from relpos_jax import attention
 
 B, Q, H, K = 2, 5, 2, 4
@@ -51,27 +51,27 @@ def test_at_the_training_key_count_nothing_changes():
 
 
 def _scaled(name, arch, train_keys=5):
-  return model_test._model(name, arch).clone(length_scaled_attention=True,
+  return model_harness.tiny_model(name, arch).clone(length_scaled_attention=True,
                                               length_scale_train_keys=train_keys)
 
 
-@pytest.mark.parametrize("arch", model_test.ARCHS)
-@pytest.mark.parametrize("name", model_test._params(["none", "alibi", "rope"]))
+@pytest.mark.parametrize("arch", model_harness.ARCHS)
+@pytest.mark.parametrize("name", model_harness.quick_params(["none", "alibi", "rope"]))
 def test_cached_decoding_matches_full_forward(name, arch):
   model = _scaled(name, arch)
-  inputs, targets = model_test._batch()
-  params = model_test._init(model, inputs, targets)
+  inputs, targets = model_harness.batch()
+  params = model_harness.init(model, inputs, targets)
   full = model.apply({"params": params}, inputs, targets)
-  np.testing.assert_allclose(model_test._cached_logits(model, params, inputs, targets), full,
+  np.testing.assert_allclose(model_harness.cached_logits(model, params, inputs, targets), full,
                              atol=1e-5)
-  plain = model_test._model(name, arch)
+  plain = model_harness.tiny_model(name, arch)
   assert not np.allclose(full, plain.apply({"params": params}, inputs, targets), atol=1e-4)
 
 
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
 def test_off_by_default_and_needs_train_keys(arch):
-  model = model_test._model("t5", arch)
+  model = model_harness.tiny_model("t5", arch)
   assert model.length_scaled_attention is False
-  inputs, targets = model_test._batch()
+  inputs, targets = model_harness.batch()
   with pytest.raises(ValueError, match="model.length_scale_train_keys"):
-    model_test._init(_scaled("t5", arch, train_keys=0), inputs, targets)
+    model_harness.init(_scaled("t5", arch, train_keys=0), inputs, targets)

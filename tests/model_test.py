@@ -1,7 +1,8 @@
 """Both architectures and cached decoding, parameterised over every registered scheme.
 
 Architectures: the encoder-decoder, the decoder-only causal LM and the
-decoder-only prefix-LM (`ARCHS`).
+decoder-only prefix-LM (`ARCHS`). The tiny models, batches, decoding protocol and
+quick-loop subset are in model_harness.py.
 """
 
 import json
@@ -14,126 +15,36 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from relpos_jax import architectures
+from model_harness import (ARCHS, B, BOTH, LEARNED_MAX_LEN, RELATIVE, S, SCHEMES, T, batch,
+                            cached_logits, default_positions, init, quick_cases,
+                            quick_params, tiny_model)
 from relpos_jax import decode
 from relpos_jax import decoder_only
-from relpos_jax import model as model_lib
 from relpos_jax import positions
 from relpos_jax.data import vocab
 
-# The quick loop (`pytest -m "not slow"`) runs the per-scheme tests for one scheme of each
-# kind (a learned absolute table, a logit bias, a rotation, Shaw's key and value terms),
-# on the prefix-LM for T5 only (`_cases`); `make test` runs every registered scheme on
-# every architecture.
-QUICK_SCHEMES = ("learned", "t5", "rope", "shaw")
-
-
-def _params(names):
-  """`names` as test parameters, those outside QUICK_SCHEMES marked slow."""
-  return [n if n in QUICK_SCHEMES else pytest.param(n, marks=pytest.mark.slow) for n in names]
-
-
-def _cases(names, archs):
-  """`(name, arch)` parameters; the quick loop runs QUICK_SCHEMES on the two architectures,
-  and on the prefix-LM (the decoder-only model with another mask) T5 only, whose buckets
-  the prefix changes."""
-  quick = lambda n, a: n in QUICK_SCHEMES and (a != "prefix_lm" or n == "t5")
-  return [(n, a) if quick(n, a) else pytest.param(n, a, marks=pytest.mark.slow)
-          for n in names for a in archs]
-
-
-SCHEMES = sorted(positions.SCHEMES)
-RELATIVE = [n for n in SCHEMES if positions.SCHEMES[n].is_relative]
 SNAPSHOTS = pathlib.Path(__file__).parent / "snapshots"
-V, B, S, T = 13, 2, 6, 9
-LEARNED_MAX_LEN = 10
 
 
-ARCHS = ["encoder_decoder", "decoder_only", "prefix_lm"]
-# The two architectures; prefix-LM (the decoder-only model with another mask) runs the
-# tests where the mask matters: cached = full forward, causality, padding, translation
-# invariance, prefix visibility and T5's buckets.
-BOTH = ["encoder_decoder", "decoder_only"]
-
-
-def _model(name, arch="encoder_decoder", **overrides):
-  position = positions.default_config(name)
-  if name == "learned":  # decoder-only targets start after the S input positions
-    position.max_len = LEARNED_MAX_LEN + (0 if arch == "encoder_decoder" else S)
-  position.update(overrides)
-  config = architectures.default_config("encoder_decoder" if arch == "encoder_decoder"
-                                        else "decoder_only")
-  config.update(d_model=16, num_heads=2, head_dim=8, d_ff=32)
-  config.position = position  # replaced whole: `update` would merge it into T5's keys
-  if arch == "encoder_decoder":
-    config.update(num_encoder_layers=2, num_decoder_layers=2)
-  else:
-    config.update(num_layers=2, prefix_lm=arch == "prefix_lm")
-  return architectures.make_model(config, vocab_size=V)
-
-
-def _positions(model, inputs, targets):
-  """The positions the model uses by default (decoder-only: running on into the target)."""
-  if isinstance(model, decoder_only.DecoderOnly):
-    return decoder_only.run_on_positions(inputs, targets.shape[1])
-  return model_lib.default_positions(inputs), model_lib.default_positions(targets)
-
-
-def _batch(seed=0, s=S, t=T):
-  rng = np.random.default_rng(seed)
-  inputs = rng.integers(4, V, (B, s))
-  inputs[1, s - 2:] = vocab.PAD_ID  # a shorter row
-  targets = rng.integers(4, V, (B, t))
-  targets[:, -1] = vocab.EOS_ID
-  return jnp.asarray(inputs, jnp.int32), jnp.asarray(targets, jnp.int32)
-
-
-def _init(model, inputs, targets):
-  return model.init(jax.random.PRNGKey(0), inputs, targets)["params"]
-
-
-def _cached_logits(model, params, inputs, targets, inputs_pos=None, targets_pos=None):
-  """Teacher-forced logits computed through the decoding protocol: `prime`, then cached steps."""
-  T = targets.shape[1]
-  cache = decode.init_cache(model, inputs, T)
-  start = None if targets_pos is None else targets_pos[:, 0]
-  (logits, context, start), new_vars = model.apply(
-      {"params": params, "cache": cache}, inputs, inputs_pos, start, mutable=["cache"],
-      method=model.prime)
-  cache, out = new_vars["cache"], [logits]
-
-  @jax.jit
-  def step(cache, token_B, pos_B):
-    return model.apply({"params": params, "cache": cache}, token_B, pos_B, context, inputs,
-                       mutable=["cache"], method=model.step)
-
-  for t in range(1, T):
-    pos = start + t if targets_pos is None else targets_pos[:, t]
-    logits, new_vars = step(cache, targets[:, t - 1], pos)
-    cache = new_vars["cache"]
-    out.append(logits)
-  return jnp.stack(out, axis=1)
-
-
-@pytest.mark.parametrize("name, arch", _cases(SCHEMES, ARCHS))
+@pytest.mark.parametrize("name, arch", quick_cases(SCHEMES, ARCHS))
 def test_cached_decoding_matches_full_forward(name, arch):
-  model = _model(name, arch)
-  inputs, targets = _batch()
-  params = _init(model, inputs, targets)
+  model = tiny_model(name, arch)
+  inputs, targets = batch()
+  params = init(model, inputs, targets)
   full = model.apply({"params": params}, inputs, targets)
-  np.testing.assert_allclose(_cached_logits(model, params, inputs, targets), full, atol=1e-5)
+  np.testing.assert_allclose(cached_logits(model, params, inputs, targets), full, atol=1e-5)
 
 
 @pytest.mark.parametrize("arch", BOTH)
-@pytest.mark.parametrize("name", _params([n for n in SCHEMES if n != "learned"]))
+@pytest.mark.parametrize("name", quick_params([n for n in SCHEMES if n != "learned"]))
 def test_cached_decoding_matches_beyond_a_learned_table(name, arch):
   """Lengths past LEARNED_MAX_LEN, with randomized-style sparse positions too."""
-  model = _model(name, arch)
-  inputs, targets = _batch(1, s=4, t=3 * LEARNED_MAX_LEN)
-  params = _init(model, inputs, targets)
+  model = tiny_model(name, arch)
+  inputs, targets = batch(1, s=4, t=3 * LEARNED_MAX_LEN)
+  params = init(model, inputs, targets)
   tpos = jnp.broadcast_to(jnp.arange(targets.shape[1]) * 3 + 5, targets.shape)
   full = model.apply({"params": params}, inputs, targets, None, tpos)
-  np.testing.assert_allclose(_cached_logits(model, params, inputs, targets, None, tpos), full,
+  np.testing.assert_allclose(cached_logits(model, params, inputs, targets, None, tpos), full,
                              atol=1e-5)
 
 
@@ -172,24 +83,24 @@ def _embedding_jacobian(model, params, inputs, targets, part, output):
   return np.abs(np.asarray(jac))[0, :, 0].sum(-1)
 
 
-@pytest.mark.parametrize("name, arch", _cases(SCHEMES, ARCHS))
+@pytest.mark.parametrize("name, arch", quick_cases(SCHEMES, ARCHS))
 def test_decoder_is_causal(name, arch):
   """d logits[t] / d (decoder input embedding at s) = 0 for every s > t."""
-  model = _model(name, arch)
-  inputs, targets = _batch(2)
-  params = _init(model, inputs, targets)
+  model = tiny_model(name, arch)
+  inputs, targets = batch(2)
+  params = init(model, inputs, targets)
   jac_TxT = _embedding_jacobian(model, params, inputs, targets, "targets", "logits")
   assert np.all(np.triu(jac_TxT, k=1) == 0.0), jac_TxT
   assert np.all(np.diag(jac_TxT) > 0)
 
 
 @pytest.mark.parametrize("arch", ["decoder_only", "prefix_lm"])
-@pytest.mark.parametrize("name", _params(SCHEMES))
+@pytest.mark.parametrize("name", quick_params(SCHEMES))
 def test_prefix_lm_sees_the_whole_input_and_causal_lm_does_not(name, arch):
   """Input slot i's output depends on input j > i iff prefix-LM; never on the target."""
-  model = _model(name, arch)
-  inputs, targets = _batch(2)
-  params = _init(model, inputs, targets)
+  model = tiny_model(name, arch)
+  inputs, targets = batch(2)
+  params = init(model, inputs, targets)
   jac_SxS = _embedding_jacobian(model, params, inputs, targets, "inputs", "hidden")
   future = np.triu(jac_SxS, k=1)
   if arch == "prefix_lm":
@@ -200,11 +111,11 @@ def test_prefix_lm_sees_the_whole_input_and_causal_lm_does_not(name, arch):
   assert np.all(jac_SxT == 0.0)
 
 
-@pytest.mark.parametrize("name, arch", _cases(SCHEMES, ARCHS))
+@pytest.mark.parametrize("name, arch", quick_cases(SCHEMES, ARCHS))
 def test_padding_does_not_change_real_positions(name, arch):
-  model = _model(name, arch)
-  inputs, targets = _batch(3)
-  params = _init(model, inputs, targets)
+  model = tiny_model(name, arch)
+  inputs, targets = batch(3)
+  params = init(model, inputs, targets)
   base_logits = model.apply({"params": params}, inputs, targets)
   padded_inputs = jnp.pad(inputs, ((0, 0), (0, 3)))
   padded_targets = jnp.pad(targets, ((0, 0), (0, 1)))
@@ -212,12 +123,12 @@ def test_padding_does_not_change_real_positions(name, arch):
   np.testing.assert_allclose(logits[:, :T], base_logits, atol=1e-5)
 
 
-@pytest.mark.parametrize("name, arch", _cases(RELATIVE, ARCHS))
+@pytest.mark.parametrize("name, arch", quick_cases(RELATIVE, ARCHS))
 def test_relative_models_are_translation_invariant(name, arch):
-  model = _model(name, arch)
-  inputs, targets = _batch(4)
-  params = _init(model, inputs, targets)
-  ipos, tpos = _positions(model, inputs, targets)
+  model = tiny_model(name, arch)
+  inputs, targets = batch(4)
+  params = init(model, inputs, targets)
+  ipos, tpos = default_positions(model, inputs, targets)
   a = model.apply({"params": params}, inputs, targets, ipos, tpos)
   b = model.apply({"params": params}, inputs, targets, ipos + 37, tpos + 37)
   np.testing.assert_allclose(a, b, atol=1e-5)
@@ -227,17 +138,17 @@ def test_relative_models_are_translation_invariant(name, arch):
 @pytest.mark.parametrize("name", [n for n in SCHEMES if not positions.SCHEMES[n].is_relative
                                   and positions.SCHEMES[n].implements("embed")])
 def test_absolute_models_see_the_shift(name, arch):
-  model = _model(name, arch)
-  inputs, targets = _batch(4)
-  params = _init(model, inputs, targets)
-  ipos, tpos = _positions(model, inputs, targets)
+  model = tiny_model(name, arch)
+  inputs, targets = batch(4)
+  params = init(model, inputs, targets)
+  ipos, tpos = default_positions(model, inputs, targets)
   a = model.apply({"params": params}, inputs, targets, ipos, tpos)
   b = model.apply({"params": params}, inputs, targets, ipos + 1, tpos + 1)
   assert not np.allclose(a, b, atol=1e-4)
 
 
 def test_decoder_only_positions_run_on_from_the_last_real_input():
-  inputs, targets = _batch()
+  inputs, targets = batch()
   ipos, tpos = decoder_only.run_on_positions(inputs, targets.shape[1])
   np.testing.assert_array_equal(ipos[0], np.arange(S))
   np.testing.assert_array_equal(tpos[0], S + np.arange(T))
@@ -257,15 +168,15 @@ def _shapes(tree, prefix=""):
 
 
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
-@pytest.mark.parametrize("name", _params(SCHEMES))
+@pytest.mark.parametrize("name", quick_params(SCHEMES))
 def test_parameter_shape_snapshot(name, arch):
   """Set UPDATE_SNAPSHOTS=1 to rewrite tests/snapshots/params_*.json after a deliberate change.
 
   The prefix-LM has the decoder-only model's parameters (only the mask differs).
   """
-  model = _model(name, arch)
-  inputs, targets = _batch()
-  shapes = _shapes(jax.eval_shape(lambda: _init(model, inputs, targets)))
+  model = tiny_model(name, arch)
+  inputs, targets = batch()
+  shapes = _shapes(jax.eval_shape(lambda: init(model, inputs, targets)))
   prefix = "" if arch == "encoder_decoder" else f"{arch}_"
   path = SNAPSHOTS / f"params_{prefix}{name}.json"
   if os.environ.get("UPDATE_SNAPSHOTS"):
@@ -276,21 +187,21 @@ def test_parameter_shape_snapshot(name, arch):
 
 
 def test_t5_has_one_table_per_stack_and_shaw_one_pair_per_layer():
-  inputs, targets = _batch()
-  t5 = _shapes(jax.eval_shape(lambda: _init(_model("t5"), inputs, targets)))
+  inputs, targets = batch()
+  t5 = _shapes(jax.eval_shape(lambda: init(tiny_model("t5"), inputs, targets)))
   assert {k: v for k, v in t5.items() if "rel_bias" in k} == {
       "encoder/position/rel_bias": [32, 2], "decoder/position/rel_bias": [32, 2]}
   t5_per_layer = _shapes(jax.eval_shape(
-      lambda: _init(_model("t5", share_across_layers=False), inputs, targets)))
+      lambda: init(tiny_model("t5", share_across_layers=False), inputs, targets)))
   assert sorted(k for k in t5_per_layer if "rel_bias" in k) == [
       f"{s}/position_{i}/rel_bias" for s in ("decoder", "encoder") for i in (0, 1)]
   shaw = _shapes(jax.eval_shape(
-      lambda: _init(_model("shaw", max_relative_position=3), inputs, targets)))
+      lambda: init(tiny_model("shaw", max_relative_position=3), inputs, targets)))
   tables = {k: v for k, v in shaw.items() if "table" in k}
   assert len(tables) == 2 * 2 * 2  # (key, value) x layers x stacks
   assert all(v == [7, 8] for v in tables.values())
   for arch in ("decoder_only", "prefix_lm"):
-    t5 = _shapes(jax.eval_shape(lambda a=arch: _init(_model("t5", a), inputs, targets)))
+    t5 = _shapes(jax.eval_shape(lambda a=arch: init(tiny_model("t5", a), inputs, targets)))
     assert {k: v for k, v in t5.items() if "rel_bias" in k} == {
         "decoder/position/rel_bias": [32, 2]}
     assert not any("cross_attention" in k for k in t5)
@@ -300,9 +211,9 @@ def test_t5_has_one_table_per_stack_and_shaw_one_pair_per_layer():
 def test_t5_buckets_are_unidirectional_when_causal_and_bidirectional_for_prefix_lm(arch):
   """The causal LM's T5 bias puts every future key in the distance-0 bucket; the prefix-LM's
   gives future keys their own buckets (inside the prefix they are visible)."""
-  model = _model("t5", arch)
-  inputs, targets = _batch()
-  params = _init(model, inputs, targets)
+  model = tiny_model("t5", arch)
+  inputs, targets = batch()
+  params = init(model, inputs, targets)
   biases = []
 
   def capture(next_fun, args, kwargs, context):
@@ -321,10 +232,10 @@ def test_t5_buckets_are_unidirectional_when_causal_and_bidirectional_for_prefix_
 @pytest.mark.parametrize("arch", BOTH)
 def test_learned_model_refuses_to_decode_past_its_table(arch):
   """Decoder-only positions run on from the input: its table holds S + LEARNED_MAX_LEN rows."""
-  model = _model("learned", arch)
-  inputs, targets = _batch()
+  model = tiny_model("learned", arch)
+  inputs, targets = batch()
   longest = LEARNED_MAX_LEN
-  params = _init(model, inputs, targets[:, :longest])
+  params = init(model, inputs, targets[:, :longest])
   decode.greedy_decode(model, params, inputs, max_len=longest)
   with pytest.raises(ValueError, match=r"model\.position\.max_len"):
     decode.greedy_decode(model, params, inputs, max_len=longest + 1)
@@ -333,11 +244,11 @@ def test_learned_model_refuses_to_decode_past_its_table(arch):
 
 
 @pytest.mark.parametrize("arch", BOTH)
-@pytest.mark.parametrize("name", _params(["t5", "shaw", "sinusoidal", "rope"]))
+@pytest.mark.parametrize("name", quick_params(["t5", "shaw", "sinusoidal", "rope"]))
 def test_greedy_decode_equals_uncached_and_compiles_once(name, arch):
-  model = _model(name, arch)
-  inputs, targets = _batch(5)
-  params = _init(model, inputs, targets)
+  model = tiny_model(name, arch)
+  inputs, targets = batch(5)
+  params = init(model, inputs, targets)
   before = decode._greedy_decode._cache_size()
   tokens, lengths = decode.greedy_decode(model, params, inputs, max_len=8)
   decode.greedy_decode(model, params, inputs + 0, max_len=8)
@@ -349,12 +260,12 @@ def test_greedy_decode_equals_uncached_and_compiles_once(name, arch):
 
 
 @pytest.mark.parametrize("arch", BOTH)
-@pytest.mark.parametrize("name", _params(["t5", "sinusoidal"]))
+@pytest.mark.parametrize("name", quick_params(["t5", "sinusoidal"]))
 def test_greedy_decode_at_random_positions_equals_the_forward_at_them(name, arch):
   """One sample per batch (Ruoss et al.'s evaluation): cached = uncached = teacher-forced."""
-  model = _model(name, arch)
-  inputs, targets = _batch(6, t=8)
-  params = _init(model, inputs, targets)
+  model = tiny_model(name, arch)
+  inputs, targets = batch(6, t=8)
+  params = init(model, inputs, targets)
   key = jax.random.PRNGKey(4)
   tokens, lengths = decode.greedy_decode(model, params, inputs, max_len=8, position_rng=key,
                                          max_random_position=64)
@@ -371,7 +282,7 @@ def test_greedy_decode_at_random_positions_equals_the_forward_at_them(name, arch
   if arch == "encoder_decoder":  # one draw for the batch: every row's target slots alike
     np.testing.assert_array_equal(tpos[0], tpos[1])
   full = model.apply({"params": params}, inputs, targets, ipos, tpos)
-  np.testing.assert_allclose(_cached_logits(model, params, inputs, targets, ipos, tpos), full,
+  np.testing.assert_allclose(cached_logits(model, params, inputs, targets, ipos, tpos), full,
                              atol=1e-5)
   default = model.apply({"params": params}, inputs, targets)
   assert not np.allclose(full, default, atol=1e-5)  # the positions were used
@@ -385,9 +296,9 @@ def test_greedy_decode_at_random_positions_equals_the_forward_at_them(name, arch
 @pytest.mark.parametrize("arch", BOTH)
 def test_greedy_decode_stops_at_eos_and_reports_lengths(arch):
   """Force EOS at step 3 by biasing the output projection through the embedding row."""
-  model = _model("t5", arch)
-  inputs, targets = _batch()
-  params = _init(model, inputs, targets)
+  model = tiny_model("t5", arch)
+  inputs, targets = batch()
+  params = init(model, inputs, targets)
   tokens, lengths = decode.greedy_decode(model, params, inputs, max_len=6)
   for row in np.asarray(tokens):  # untrained: EOS anywhere or nowhere; lengths must agree
     eos = np.flatnonzero(row == vocab.EOS_ID)
@@ -406,9 +317,9 @@ def test_greedy_decode_stops_at_eos_and_reports_lengths(arch):
 
 @pytest.mark.parametrize("arch", BOTH)
 def test_oracle_length_decoding_emits_exactly_the_given_lengths(arch):
-  model = _model("t5", arch)
-  inputs, targets = _batch()
-  params = _init(model, inputs, targets)
+  model = tiny_model("t5", arch)
+  inputs, targets = batch()
+  params = init(model, inputs, targets)
   big = params["embedding"]["embedding"].at[vocab.EOS_ID].multiply(50.0)  # always wants EOS
   params = {**params, "embedding": {"embedding": big}}
   oracle = jnp.array([3, 5], jnp.int32)

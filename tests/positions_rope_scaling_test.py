@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import model_test  # the model suite's helpers (pytest puts tests/ on the path)
+import model_harness  # the model suite's helpers (pytest puts tests/ on the path)
 from relpos_jax import architectures
 from relpos_jax import positions
 from relpos_jax.positions import rope
@@ -162,14 +162,13 @@ def test_a_plain_rope_checkpoint_loads_with_any_scaling(arch):
 
 
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only", "prefix_lm"])
-@pytest.mark.parametrize("kind", ["yarn", pytest.param("linear", marks=pytest.mark.slow),
-                                  pytest.param("dynamic_ntk", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kind", model_harness.quick_first(["yarn", "linear", "dynamic_ntk"]))
 def test_cached_decoding_matches_full_forward_with_scaling(kind, arch):
   scaling = dict(type=kind, factor=4.0, original_max_position=6, eval_length=30)
-  model = model_test._model("rope", arch, scaling=scaling)
+  model = model_harness.tiny_model("rope", arch, scaling=scaling)
   assert model.position["scaling"]["type"] == kind
-  inputs, targets = model_test._batch()
-  params = model_test._init(model, inputs, targets)
+  inputs, targets = model_harness.batch()
+  params = model_harness.init(model, inputs, targets)
   full = model.apply({"params": params}, inputs, targets)
-  np.testing.assert_allclose(model_test._cached_logits(model, params, inputs, targets), full,
+  np.testing.assert_allclose(model_harness.cached_logits(model, params, inputs, targets), full,
                              atol=1e-5)

@@ -35,7 +35,7 @@ from relpos_jax.data import vocab
 from relpos_jax.positions import base
 from relpos_jax.positions import randomized
 
-import model_test  # its quick-loop scheme subset (pytest puts tests/ on the path)
+import model_harness  # its quick-loop scheme subset (pytest puts tests/ on the path)
 
 SCHEMES = sorted(positions.SCHEMES)
 # One scheme per hook (the first registered that implements it), for the costlier cached test.
@@ -95,7 +95,7 @@ def _float_dtypes(tree):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("name", model_test._params(SCHEMES))
+@pytest.mark.parametrize("name", model_harness.quick_params(SCHEMES))
 def test_bf16_logits_are_close_to_f32_for_every_scheme(arch, name):
   inputs, targets = _batch(arch)
   m32, _, params, logits16 = _models(arch, name)
