@@ -16,7 +16,7 @@ The tests' models are tiny, so compiling, not running, is most of their time:
   `RELPOS_TEST_XLA_CACHE=` (empty) turns it off.
 
 Results stay float32 and every parity test compares two computations of the same
-session, so nothing a test checks depends on either setting. Both are set before
+session, so nothing a test checks depends on these settings. They are set before
 anything imports jax, as environment variables, so the subprocesses that tests
 start inherit them.
 """
