@@ -52,7 +52,7 @@ def test_at_the_training_key_count_nothing_changes():
 
 def _scaled(name, arch, train_keys=5):
   return model_harness.tiny_model(name, arch).clone(length_scaled_attention=True,
-                                              length_scale_train_keys=train_keys)
+                                                    length_scale_train_keys=train_keys)
 
 
 @pytest.mark.parametrize("arch", model_harness.ARCHS)

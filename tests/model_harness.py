@@ -116,5 +116,3 @@ def cached_logits(model, params, inputs, targets, inputs_pos=None, targets_pos=N
     cache = new_vars["cache"]
     out.append(logits)
   return jnp.stack(out, axis=1)
-
-
