@@ -17,7 +17,9 @@ only those runs; `--sweep_shard i/n` only runs i, i+n, i+2n, ... (see
 relpos_jax/sweep.py); command-line overrides apply to every run after the sweep's
 own settings. `--results_dir results/<table>` evaluates each run as soon as it is
 trained and stores its records there (see relpos_jax/results.py); runs already
-stored are skipped, so a table can be completed a few runs at a time.
+stored are skipped, so a table can be completed a few runs at a time, and a run
+that another table beside it stored with an identical config is copied from there
+instead of trained again (`--noreuse` trains it).
 
 Multi-process runs (README, "Multi-host"): `--multihost=auto` (default) joins one
 when JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID are set or in
@@ -47,6 +49,9 @@ _RUNS = flags.DEFINE_list("runs", None, "Sweep configs only: train only these ru
 _RESULTS_DIR = flags.DEFINE_string(
     "results_dir", None, "Sweep configs only: evaluate each run as soon as it is trained and "
     "store its records in this table folder (results/<table>); runs stored there are skipped.")
+_REUSE = flags.DEFINE_bool(
+    "reuse", True, "With --results_dir: copy a run that another table beside it (results/*) "
+    "stored with an identical config instead of training it again.")
 _SHARD = sweep.define_shard_flag()
 _MULTIHOST = distributed.define_flag()
 flags.mark_flags_as_required(["config", "workdir"])
@@ -63,7 +68,7 @@ def main(argv):
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
     records = sweep.run_sweep(config_file, _WORKDIR.value, base_config=_CONFIG.value,
                               only=_RUNS.value, shard=_SHARD.value, command_line=overrides,
-                              results_dir=_RESULTS_DIR.value)
+                              results_dir=_RESULTS_DIR.value, reuse=_REUSE.value)
     if records:
       print(tables.exact_match_table(records))
       print(tables.error_table(records))

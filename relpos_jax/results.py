@@ -12,7 +12,12 @@ eval records are stored on their own as soon as it is evaluated:
     results/<table>/notes.md            hand-written: what the table shows (optional)
 
 A sweep given `--results_dir results/<table>` skips every run whose records are
-there. `python -m relpos_jax.results` renders RESULTS.md from every table folder, and
+there, and copies (rather than trains again) a run that another table under the
+same root already stored with an identical config (`find_identical_run`): the
+randomized table's runs without randomization are the schemes table's, and the
+decoder-only NoPE, T5 and ALiBi runs on copy and reverse are shared by the
+Kazemnejad and extrapolation-methods tables. A copy says where it came from
+(`reused_from` in its `runs/<run>.json`). `python -m relpos_jax.results` renders RESULTS.md from every table folder, and
 README.md's headline table between its markers (`--check` fails if either
 committed file differs), so every number in it
 traces to a committed record, and anyone can re-render or diff it.
@@ -72,6 +77,86 @@ def record_path(table_dir: str, run: str) -> str:
 def has_run(table_dir: str, run: str) -> bool:
   """Whether a run's records are stored in the table folder."""
   return os.path.exists(record_path(table_dir, run))
+
+
+# Keys of a stored config that do not change a run's records: where it was trained, and
+# how often it logged.
+_NOT_IDENTITY = ("provenance", "provenance_earlier", "log_every")
+
+
+def run_identity(config: dict[str, Any]) -> dict[str, Any]:
+  """What decides a run's records, from its config.json data.
+
+  Everything but `_NOT_IDENTITY`; model keys the config lacks at their
+  architecture's default (as a resume counts them); and a section switched off
+  (`enabled: false`, e.g. `randomized`) reduced to that switch, since its other
+  settings act only when it is on.
+
+  Args:
+    config: a run's config as JSON data (config.json, or `workdir.config_json`).
+
+  Returns:
+    The config to compare runs by.
+  """
+  config = workdir_lib.with_model_defaults(
+      {k: v for k, v in config.items() if k not in _NOT_IDENTITY})
+  return {k: {"enabled": False} if isinstance(v, dict) and v.get("enabled") is False else v
+          for k, v in config.items()}
+
+
+def find_identical_run(root: str, config: dict[str, Any], *,
+                       exclude: str | None = None) -> tuple[str, str] | None:
+  """A stored run of any table under `root` with the same `run_identity` as `config`.
+
+  Args:
+    root: the results folder (`results`).
+    config: the config of the run about to be trained (JSON data).
+    exclude: a table folder not to search (the run's own).
+
+  Returns:
+    (table folder, run name) of the first match, tables in alphabetical order;
+    None if no table holds one.
+  """
+  wanted = run_identity(config)
+  skip = os.path.realpath(exclude) if exclude else None
+  for table in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+    table_dir = os.path.join(root, table)
+    runs_dir = os.path.join(table_dir, "runs")
+    if os.path.realpath(table_dir) == skip or not os.path.isdir(runs_dir):
+      continue
+    for name in sorted(os.listdir(runs_dir)):
+      with open(os.path.join(runs_dir, name)) as f:
+        info = json.load(f)
+      if (not info.get("reused_from") and has_run(table_dir, info["run"])
+          and run_identity(info["config"]) == wanted):
+        return table_dir, info["run"]
+  return None
+
+
+def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list[Record]:
+  """Stores another table's run as `run` of this table: its records and run info, marked.
+
+  Args:
+    source_dir: the table folder that holds it.
+    source_run: its name there.
+    table_dir: this table's folder.
+    run: its name here (each record's `run` is set to it).
+
+  Returns:
+    The copied records.
+  """
+  records = [{**r, "run": run} for r in report.read_records(record_path(source_dir, source_run))]
+  with open(os.path.join(source_dir, "runs", f"{_file_name(source_run)}.json")) as f:
+    info = json.load(f)
+  info.update(run=run, reused_from=os.path.join(
+      os.path.basename(os.path.normpath(source_dir)), "runs", f"{_file_name(source_run)}.json"))
+  report.write_records(records, record_path(table_dir, run))
+  path = os.path.join(table_dir, "runs", f"{_file_name(run)}.json")
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(info, f, indent=1)
+    f.write("\n")
+  return records
 
 
 def write_table_meta(table_dir: str, config: str, runs: Sequence[str]) -> None:
@@ -214,13 +299,17 @@ def _run_times(table_dir: str) -> str:
   if not infos:
     return ""
   train = sum(i.get("train_seconds") or 0.0 for i in infos)
+  reused = sum(bool(i.get("reused_from")) for i in infos)
   evaluation = sum(i.get("eval_seconds") or 0.0 for i in infos)
   cpus = sorted({f"{i['machine']['cpus']} × {i['machine']['processor']}" for i in infos})
   steps = sorted({int(i["config"]["num_steps"]) for i in infos})
   batch = sorted({int(i["config"]["batch_size"]) for i in infos})
   return (f"Budget: {', '.join(map(str, steps))} steps of batch {', '.join(map(str, batch))}. "
           f"Run time: {train / 60:.0f} min of training steps and {evaluation / 60:.0f} min of "
-          f"evaluation in all, on {'; '.join(cpus)} CPU cores.")
+          f"evaluation in all, on {'; '.join(cpus)} CPU cores."
+          + (f" {reused} of the {len(infos)} runs are another table's identical runs, reused "
+             "(`reused_from` in their runs/<run>.json); their time is counted here too."
+             if reused else ""))
 
 
 def render(root: str) -> str:

@@ -437,7 +437,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
               only: Sequence[str] | None = None, shard: str | None = None,
               run_eval: bool = True, lengths: Sequence[int] | None = None,
               batch_size: int | None = None, out_dir: str | None = None,
-              results_dir: str | None = None,
+              results_dir: str | None = None, reuse: bool = True,
               command_line: Mapping[str, Any] | None = None) -> list[dict]:
   """Trains the runs of a sweep into `sweep_dir/<run>`, then evaluates them.
 
@@ -447,7 +447,9 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
   is skipped. With `results_dir` (`results/<table>`, see results.py) each run is
   evaluated as soon as it is trained and its records are stored there; a run
   whose records are already stored is neither trained nor evaluated again, so a
-  table can be completed a few runs at a time.
+  table can be completed a few runs at a time; with `reuse`, a run that another
+  table in the same results folder stored with an identical config
+  (`results.find_identical_run`) is copied from there instead of trained.
 
   Args:
     config: the sweep config file (`"path.py[:arg]"`) or its module.
@@ -463,6 +465,8 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     batch_size: eval decoding batch size (default: each run's).
     out_dir: the report folder (default `sweep_dir/eval`).
     results_dir: store each run's records in this table folder as it finishes.
+    reuse: copy identical runs from the other tables beside `results_dir` (only
+      with the default `lengths` and `batch_size`, which the records were made with).
     command_line: `--config.KEY=VALUE` overrides, applied to every run after
       the sweep's own (see `apply_command_line`).
 
@@ -495,6 +499,15 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     if results_dir and results.has_run(results_dir, name):
       logging.info("%s: records stored in %s, skipping", label, results_dir)
       continue
+    if results_dir and reuse and lengths is None and batch_size is None:
+      found = results.find_identical_run(os.path.dirname(os.path.abspath(results_dir)),
+                                         workdir_lib.config_json(run_config), exclude=results_dir)
+      if found:
+        if distributed.is_writer():
+          records += results.copy_run(*found, results_dir, name)
+        logging.info("%s: %s stored an identical run (%s), copied instead of trained", label,
+                     found[0], found[1])
+        continue
     workdir = os.path.join(sweep_dir, name)
     _train_run(workdir, run_config, label)
     if results_dir and run_eval and distributed.is_writer():
@@ -566,7 +579,7 @@ def main(argv: Sequence[str]) -> None:
                       shard=flags.FLAGS.sweep_shard, run_eval=flags.FLAGS.eval,
                       lengths=[int(n) for n in flags.FLAGS.lengths or []] or None,
                       batch_size=flags.FLAGS.batch_size, out_dir=flags.FLAGS.out,
-                      results_dir=flags.FLAGS.results_dir,
+                      results_dir=flags.FLAGS.results_dir, reuse=flags.FLAGS.reuse,
                       command_line=config_flags.get_override_values(config_flag))
   if records:
     print(tables.exact_match_table(records))
@@ -585,6 +598,8 @@ def _define_flags() -> None:
   flags.DEFINE_string("out", None, "Report folder (default: <sweep_dir>/eval).")
   flags.DEFINE_string("results_dir", None, "Store each run's eval records in this table folder "
                       "(results/<table>) as soon as it is trained; skip runs stored there.")
+  flags.DEFINE_bool("reuse", True, "With --results_dir: copy a run that another table beside it "
+                    "stored with an identical config instead of training it again.")
   define_shard_flag()
   distributed.define_flag()
   flags.mark_flags_as_required(["config", "sweep_dir"])

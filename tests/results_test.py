@@ -69,6 +69,41 @@ def test_render_shows_status_notes_and_the_pooled_table(tmp_path):
   assert "Budget: 200 steps of batch 8." in text
 
 
+def test_run_identity_ignores_provenance_logging_and_a_disabled_section():
+  config = {"model": {"arch": "encoder_decoder", "d_model": 8, "position": {"name": "t5"}},
+            "randomized": {"enabled": False, "max_random_position": 2048},
+            "log_every": 100, "num_steps": 10, "provenance": {"git": "a"}}
+  same = {**config, "randomized": {"enabled": False, "max_random_position": 256},
+          "log_every": 7, "provenance": {"git": "b"}, "provenance_earlier": [{}]}
+  assert results.run_identity(same) == results.run_identity(config)
+  for other in ({**config, "num_steps": 11},
+                {**config, "randomized": {"enabled": True, "max_random_position": 2048}},
+                {**config, "model": {**config["model"], "d_model": 16}}):
+    assert results.run_identity(other) != results.run_identity(config)
+  # a model key the stored config lacks counts as its default, as a resume counts it
+  assert results.run_identity(config)["model"]["dtype"] == "float32"
+
+
+def test_find_identical_run_and_copy_run(tmp_path):
+  root = tmp_path / "results"
+  workdir = _workdir(tmp_path, "a")
+  config = json.loads(pathlib.Path(workdir, "config.json").read_text())
+  results.write_run(str(root / "t1"), "a", _records("a", 0.5), workdir=workdir,
+                    eval_seconds=1.0)
+  assert results.find_identical_run(str(root), config) == (str(root / "t1"), "a")
+  assert results.find_identical_run(str(root), config, exclude=str(root / "t1")) is None
+  assert results.find_identical_run(str(root), {**config, "num_steps": 1}) is None
+  copied = results.copy_run(str(root / "t1"), "a", str(root / "t2"), "a2")
+  assert {r["run"] for r in copied} == {"a2"}
+  assert results.read_table(str(root / "t2")) == copied
+  info = json.loads((root / "t2" / "runs" / "a2.json").read_text())
+  assert info["run"] == "a2" and info["reused_from"] == os.path.join("t1", "runs", "a.json")
+  # a copy is never the source of another copy: the original is
+  assert results.find_identical_run(str(root), config, exclude=str(root / "t1")) is None
+  results.write_table_meta(str(root / "t2"), "configs/ablations/t2.py", ["a2"])
+  assert "1 of the 1 runs are another table's identical runs" in results.render(str(root))
+
+
 def test_committed_results_md_is_the_rendering_of_results():
   # RESULTS.md is generated: regenerate it with `python -m relpos_jax.results`.
   with open(ROOT / "RESULTS.md") as f:

@@ -213,6 +213,40 @@ def test_a_run_dir_of_another_config_is_an_error(tmp_path, monkeypatch):
                     only=["t5+copy"], run_eval=False)
 
 
+def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
+    tmp_path, monkeypatch):
+  trained, _ = _fake_training(monkeypatch)
+
+  def evaluate_runs(workdirs, out_dir, *, names, on_run, **options):
+    records = [{"run": names[0], "seed": 0, "length": 30, "exact_match": 0.5}]
+    on_run(names[0], workdirs[0], records, 1.0)
+    return records
+
+  monkeypatch.setattr(sweep.evaluate, "evaluate_runs", evaluate_runs)
+  monkeypatch.setattr(sweep.results, "write_table_report", lambda table_dir: [])
+  root = tmp_path / "results"
+  sweep.run_sweep(SCHEMES_SMOKE, str(tmp_path / "schemes"), results_dir=str(root / "schemes"),
+                  only=["t5+copy", "learned+copy"])
+  assert trained == ["learned+copy", "t5+copy"]  # sweep order
+  randomized = str(REPO / "configs/ablations/randomized.py") + ":smoke,num_seeds=1,steps=2"
+  trained.clear()
+  records = sweep.run_sweep(randomized, str(tmp_path / "randomized"),
+                            results_dir=str(root / "randomized"),
+                            only=["t5+copy", "t5+randomized+copy", "learned+copy"])
+  # t5+copy is the schemes table's run (randomization off: its range setting is inert);
+  # randomized.py gives `learned` a longer table, so its run differs and is trained.
+  assert trained == ["learned+copy", "t5+randomized+copy"]
+  assert not (tmp_path / "randomized" / "t5+copy").exists()
+  info = json.loads((root / "randomized" / "runs" / "t5+copy.json").read_text())
+  assert info["reused_from"] == os.path.join("schemes", "runs", "t5+copy.json")
+  assert [r["run"] for r in records] == ["learned+copy", "t5+copy", "t5+randomized+copy"]
+  (root / "randomized" / "records" / "t5+copy.jsonl").unlink()
+  trained.clear()
+  sweep.run_sweep(randomized, str(tmp_path / "randomized"), results_dir=str(root / "randomized"),
+                  only=["t5+copy"], reuse=False)
+  assert trained == ["t5+copy"]
+
+
 # ---------------------------------------------------- the entry points, for real
 
 def _run(*args):

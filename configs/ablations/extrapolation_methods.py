@@ -48,7 +48,9 @@ converge in distribution are marked † in the table.
   python train.py --config configs/ablations/extrapolation_methods.py:smoke \
       --workdir /tmp/extrapolation --runs fire+copy           # seconds
 
-20 runs. Expected runtime: ~40 min per 3-seed run on 2 CPU cores for copy and
+20 runs, 6 of them shared: NoPE, T5 and ALiBi on copy and reverse are configured
+exactly as kazemnejad.py's, so with `--results_dir` a sweep copies their records from
+results/kazemnejad/ when that table has stored them. Expected runtime: ~40 min per 3-seed run on 2 CPU cores for copy and
 reverse (kazemnejad.py's), about twice that for addition (sequences of up to 83
 tokens instead of 41): ~20 h in all; `--sweep_shard i/n` splits them over n
 processes and `--results_dir` lets the table be completed a few runs at a time.

@@ -29,7 +29,8 @@ not. Copy and reverse train on lengths 1-20 and are evaluated at every length 21
   python train.py --config configs/ablations/kazemnejad.py:smoke --workdir /tmp/kaz \
       --runs none+copy                       # seconds
 
-15 runs. Expected runtime: ~13 min per seed per run on 2 CPU cores (~40 min per
+15 runs (NoPE, T5 and ALiBi on copy and reverse are also extrapolation_methods.py's,
+which copies their records from here). Expected runtime: ~13 min per seed per run on 2 CPU cores (~40 min per
 3-seed run, ~10 h in all); `--sweep_shard i/n` splits them over n processes, and
 `--results_dir` lets the table be completed a few runs at a time. Arguments: those
 of configs/default.py (`num_seeds`, `steps`, `smoke`, ...); scheme and task are set

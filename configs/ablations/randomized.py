@@ -15,8 +15,13 @@ Copy and reverse, train lengths 1-20, eval to 80, 3 seeds per run; runs are name
   python train.py --config configs/ablations/randomized.py --workdir runs/randomized \
       --results_dir results/randomized
 
-Expected runtime: ~20 min per 3-seed run on 2 CPU cores at the ablation size (2,500
-steps of 64), 4 runs per registered scheme. Arguments: those of configs/default.py.
+The runs without randomization are configured exactly as schemes.py's copy and
+reverse runs (the range setting acts only when randomization is on), so a sweep with
+`--results_dir` copies their records from results/schemes/ instead of training them
+again; `learned`'s longer table makes its two runs differ, so they are trained.
+Expected runtime: ~15 min per 3-seed run on 2 CPU cores at the ablation size (2,500
+steps of 64): 4 runs per registered scheme, of which 22 are trained (2 per scheme with
+randomization, plus learned's 2 without) while the schemes table holds the other 18. Arguments: those of configs/default.py.
 """
 
 import ml_collections
