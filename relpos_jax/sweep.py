@@ -494,25 +494,41 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     logging.info("shard %s: %d of the %d runs: %s", shard, len(mine), len(runs),
                  ", ".join(n for n, _ in mine) or "none")
   records: list[dict] = []
+  reuse_root = (os.path.dirname(os.path.abspath(results_dir))
+                if results_dir and reuse and lengths is None and batch_size is None else None)
+
+  def stored(name: str, run_config: ml_collections.ConfigDict) -> bool | tuple[str, str]:
+    """True if the table holds the run; (table, run) of an identical run to copy; else False."""
+    if results_dir and results.has_run(results_dir, name):
+      return True
+    found = reuse_root and results.find_identical_run(
+        reuse_root, workdir_lib.config_json(run_config), exclude=results_dir)
+    return found or False
+
+  trained_seconds: list[float] = []
   for i, (name, run_config) in enumerate(mine):
     label = f"run {i + 1}/{len(mine)} {name}"
-    if results_dir and results.has_run(results_dir, name):
+    found = stored(name, run_config)
+    if found is True:
       logging.info("%s: records stored in %s, skipping", label, results_dir)
       continue
-    if results_dir and reuse and lengths is None and batch_size is None:
-      found = results.find_identical_run(os.path.dirname(os.path.abspath(results_dir)),
-                                         workdir_lib.config_json(run_config), exclude=results_dir)
-      if found:
-        if distributed.is_writer():
-          records += results.copy_run(*found, results_dir, name)
-        logging.info("%s: %s stored an identical run (%s), copied instead of trained", label,
-                     found[0], found[1])
-        continue
+    if found:
+      if distributed.is_writer():
+        records += results.copy_run(*found, results_dir, name)
+      logging.info("%s: %s stored an identical run (%s), copied instead of trained", label,
+                   *found)
+      continue
     workdir = os.path.join(sweep_dir, name)
-    _train_run(workdir, run_config, label)
+    start = time.perf_counter()
+    trained = _train_run(workdir, run_config, label)
     if results_dir and run_eval and distributed.is_writer():
       records += evaluate_into_results([workdir], [name], results_dir, lengths=lengths,
                                        batch_size=batch_size)
+    if trained:
+      trained_seconds.append(time.perf_counter() - start)
+      _log_sweep_eta(trained_seconds, sum(
+          not stored(n, c) and _trained_step(os.path.join(sweep_dir, n), c) < c.num_steps
+          for n, c in mine[i + 1:]))
   if results_dir:
     if run_eval and distributed.is_writer():
       results.write_table_report(results_dir)
@@ -554,16 +570,26 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
   return records
 
 
-def _train_run(workdir: str, config: ml_collections.ConfigDict, label: str) -> None:
-  """Trains one run to `num_steps`: skipped if finished, resumed if interrupted."""
+def _log_sweep_eta(seconds: Sequence[float], left: int) -> None:
+  """Logs the sweep's pace (runs done here, their mean time) and the time its `left` runs need."""
+  mean = sum(seconds) / len(seconds)
+  eta = time.strftime("%H:%M", time.localtime(time.time() + mean * left))
+  logging.info("sweep: %d run(s) done in this process, %.0f min each on average; %d left to "
+               "train here, about %.1f h (done about %s)", len(seconds), mean / 60, left,
+               mean * left / 3600, eta)
+
+
+def _train_run(workdir: str, config: ml_collections.ConfigDict, label: str) -> bool:
+  """Trains one run to `num_steps`: skipped if finished (False), resumed if interrupted."""
   step = _trained_step(workdir, config)
   if step >= config.num_steps:
     logging.info("%s: finished (step %d), skipping", label, step)
-    return
+    return False
   logging.info("%s: training%s", label, f" (resuming from step {step})" if step else "")
   start = time.perf_counter()
   train_lib.train_and_evaluate(config, workdir)
   logging.info("%s: trained in %.0fs", label, time.perf_counter() - start)
+  return True
 
 
 def main(argv: Sequence[str]) -> None:

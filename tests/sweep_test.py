@@ -1,6 +1,7 @@
 """Sweeps: run names, overrides, scheme switches, sharding, skipping finished runs, train.py."""
 
 import json
+import logging
 import os
 import pathlib
 import subprocess
@@ -214,7 +215,8 @@ def test_a_run_dir_of_another_config_is_an_error(tmp_path, monkeypatch):
 
 
 def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
-    tmp_path, monkeypatch):
+    tmp_path, monkeypatch, caplog):
+  caplog.set_level(logging.INFO)
   trained, _ = _fake_training(monkeypatch)
 
   def evaluate_runs(workdirs, out_dir, *, names, on_run, **options):
@@ -236,6 +238,9 @@ def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
   # t5+copy is the schemes table's run (randomization off: its range setting is inert);
   # randomized.py gives `learned` a longer table, so its run differs and is trained.
   assert trained == ["learned+copy", "t5+randomized+copy"]
+  # the pace is logged after each trained run, counting only runs still to train
+  assert "2 run(s) done in this process" in caplog.text and "0 left to train here" in caplog.text
+  assert "1 left to train here" in caplog.text
   assert not (tmp_path / "randomized" / "t5+copy").exists()
   info = json.loads((root / "randomized" / "runs" / "t5+copy.json").read_text())
   assert info["reused_from"] == os.path.join("schemes", "runs", "t5+copy.json")
