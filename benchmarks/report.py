@@ -284,7 +284,8 @@ def render(results: dict) -> str:
     lines += ["## Greedy decoding", "", decode_table(results["decode"])]
   seeds = results["seeds"]
   if seeds:
-    config = "configs/default.py" + (f":{s['seeds_config']}" if s["seeds_config"] else "")
+    path, arg = schemes.config_spec(s["seeds_config"])
+    config = path + (f":{arg}" if arg else "")
     lines += [f"## Several seeds in one program ({s['num_seeds']} vs 1)", "",
               f"{config} (its model, and its step-0 batch: {seeds[0]['shape']} per replica), "
               "`jit(vmap(train_step), donate_argnums=0)` as `train_and_evaluate` runs it; "

@@ -89,7 +89,8 @@ HELP = {
     "decode_runs": "timed runs per decoding (median)",
     "uncached_max_length": "decode without the cache only up to this L (it costs L passes)",
     "naive_time_max_length": f"time {schemes_lib.NAIVE_SHAW} up to this L; beyond, memory only",
-    "seeds_config": "argument of configs/default.py for the multi-seed benchmark",
+    "seeds_config": "config of the multi-seed benchmark: an argument of configs/default.py "
+                    "(`ablation`), or a config file `path.py[:arg]`",
     "num_seeds": "seeds of the vmapped step (vs 1)",
     "seeds_runs": "timed steps per seed count (median)",
     "matmul_size": "side of the reference float32 matmul run after every timed run",

@@ -318,22 +318,46 @@ def bench_decode(clock: Clock, shape: Shape, scheme: str, B: int, L: int, runs: 
 
 # ---------------------------------------------------------------------- seeds
 
-def load_default_config(arg: str):
-  """configs/default.py's `get_config(arg)` (config files are not package modules)."""
-  path = os.path.join(REPO, "configs", "default.py")
-  spec = importlib.util.spec_from_file_location("_bench_default_config", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+def config_spec(spec: str) -> tuple[str, str]:
+  """(config file, its argument) of a seeds spec: `path.py[:arg]`, or an argument of default.py."""
+  path, _, arg = spec.partition(":") if spec.split(":")[0].endswith(".py") else ("", "", spec)
+  return path or os.path.join("configs", "default.py"), arg
+
+
+def load_config(spec: str):
+  """The `get_config(arg)` of a config file (`config_spec`; files are not package modules)."""
+  path, arg = config_spec(spec)
+  module_spec = importlib.util.spec_from_file_location(
+      "_bench_config", path if os.path.isabs(path) else os.path.join(REPO, path))
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
   return module.get_config(arg or None)
 
 
-def bench_seeds(clock: Clock, config_arg: str, num_seeds: int, runs: int) -> list[dict]:
-  """Step time of `jit(vmap(train_step))` (as `train_and_evaluate` runs it), 1 vs N seeds.
+@dataclasses.dataclass
+class SeedsStep:
+  """`jit(vmap(train_step))` of a config over some seeds, compiled; `run()` takes a step."""
 
-  Both use the step-0 batches of the N-seed run (replica 0's for one seed), so
-  every replica has the same shapes.
+  compiled: Any
+  state: Any
+  batch: dict[str, jax.Array]
+  seeds: jax.Array
+
+  def run(self):
+    self.state, metrics = self.compiled(self.state, self.batch, self.seeds)
+    return jax.block_until_ready(metrics)
+
+
+def compile_seeds_steps(spec: str, num_seeds: int) -> dict[int, SeedsStep]:
+  """The vmapped train step of a config (`config_spec`), for 1 and N seeds.
+
+  As `train_and_evaluate` runs it (donated state). Both use the step-0 batches of
+  the N-seed run (replica 0's for one seed), so every replica has the same shapes.
+
+  Returns:
+    {1: one seed's step, num_seeds: the N-seed step} (one entry when N = 1).
   """
-  config = load_default_config(config_arg)
+  config = load_config(spec)
   seeds = [config.seed + i for i in range(num_seeds)]
   datasets = [pipeline.make_dataset(seed=s, **config.data) for s in seeds]
   model = architectures.make_model(config.model, vocab_size=datasets[0].vocab.size)
@@ -343,21 +367,21 @@ def bench_seeds(clock: Clock, config_arg: str, num_seeds: int, runs: int) -> lis
       randomized=randomized_lib.RandomizedPositions(**config.randomized))
   batch_N = train_lib.stacked_batch(datasets, 0, config.batch_size)
   states = train_lib.init_replicas(model, tx, seeds)
-  rows = []
+  steps = {}
   for n in sorted({1, num_seeds}):
     state = jax.tree_util.tree_map(lambda x, n=n: x[:n], states)
     batch = {k: jnp.asarray(v[:n]) for k, v in batch_N.items()}
     seeds_n = jnp.asarray(seeds[:n], jnp.int32)
-    step_fn = jax.jit(jax.vmap(step), donate_argnums=0)
-    holder = [state]
+    compiled = jax.jit(jax.vmap(step), donate_argnums=0).lower(state, batch, seeds_n).compile()
+    steps[n] = SeedsStep(compiled, state, batch, seeds_n)
+  return steps
 
-    def run(step_fn=step_fn, holder=holder, batch=batch, seeds_n=seeds_n):
-      holder[0], metrics = step_fn(holder[0], batch, seeds_n)
-      return metrics
 
-    seconds, matmul_rate = clock.time(run, runs, warmup=2)
+def bench_seeds(clock: Clock, config_arg: str, num_seeds: int, runs: int) -> list[dict]:
+  """Step time of `jit(vmap(train_step))` (as `train_and_evaluate` runs it), 1 vs N seeds."""
+  rows = []
+  for n, step in compile_seeds_steps(config_arg, num_seeds).items():
+    seconds, matmul_rate = clock.time(step.run, runs, warmup=2)
     rows.append({"seeds": n, "seconds": seconds, "matmul_rate": matmul_rate,
-                 "shape": "x".join(str(d) for d in batch["inputs"].shape)})
+                 "shape": "x".join(str(d) for d in step.batch["inputs"].shape)})
   return rows
-
-
