@@ -156,13 +156,18 @@ def collect(xplane_path: str) -> tuple[list[OpTime], float]:
   return ops, max(end - start, 0.0) * 1e-9
 
 
-def profile(run: Callable[[], Any], runs: int) -> tuple[list[OpTime], float, float]:
-  """Profiles `runs` calls of `run` (after one warm-up).
+def profile(run: Callable[[], Any], runs: int) -> tuple[list[OpTime], float, float, float]:
+  """Times `runs` calls of `run` (after one warm-up), then profiles as many.
 
   Returns:
-    (leaf ops, traced span in seconds, wall seconds of the profiled calls).
+    (leaf ops, traced span in seconds, wall seconds of the profiled calls, wall
+    seconds of the same number of calls without the profiler).
   """
   run()
+  start = time.perf_counter()
+  for _ in range(runs):
+    run()
+  plain = time.perf_counter() - start
   with tempfile.TemporaryDirectory() as directory:
     profiler.start_trace(directory)
     start = time.perf_counter()
@@ -174,7 +179,7 @@ def profile(run: Callable[[], Any], runs: int) -> tuple[list[OpTime], float, flo
     if not paths:
       raise RuntimeError(f"jax.profiler wrote no .xplane.pb under {directory}")
     ops, span = collect(paths[-1])
-  return ops, span, wall
+  return ops, span, wall, plain
 
 
 def _table(title: str, rows: dict[str, float], total: float, runs: int, top: int) -> list[str]:
@@ -191,7 +196,7 @@ def _table(title: str, rows: dict[str, float], total: float, runs: int, top: int
 
 
 def report(ops: Sequence[OpTime], sources: dict[str, str], wall: float, runs: int, *,
-           title: str, top: int = 12) -> str:
+           title: str, plain: float | None = None, top: int = 12) -> str:
   """The markdown report: time per op kind, per model part, per thread, and the top ops.
 
   Args:
@@ -200,6 +205,7 @@ def report(ops: Sequence[OpTime], sources: dict[str, str], wall: float, runs: in
     wall: wall seconds of the `runs` profiled calls.
     runs: how many calls were profiled.
     title: the report's heading.
+    plain: wall seconds of `runs` calls without the profiler (None: not measured).
     top: rows per table.
 
   Returns:
@@ -212,8 +218,10 @@ def report(ops: Sequence[OpTime], sources: dict[str, str], wall: float, runs: in
     parts[model_part(sources.get(op.name, ""))] += op.seconds
     threads[op.thread] += op.seconds
     names[f"`{op.name}` ({model_part(sources.get(op.name, ''))})"] += op.seconds
+  untraced = (f"; {1e3 * plain / runs:.1f} ms each without the profiler, which stretches "
+              f"the run {wall / plain:.2f}×" if plain else "")
   lines = [f"## {title}", "",
-           f"{runs} runs, {1e3 * wall / runs:.1f} ms each (wall); leaf ops sum to "
+           f"{runs} runs, {1e3 * wall / runs:.1f} ms each (wall){untraced}. Leaf ops sum to "
            f"{1e3 * total / runs:.1f} ms per run over {len(threads)} runtime thread(s)."]
   lines += [""] + _table("By op kind", kinds, total, runs, top)
   lines += _table("By model part", parts, total, runs, top)
@@ -231,11 +239,12 @@ def profile_program(program: str, shape: bench.Shape, scheme: str, batch: int, l
   if program == "seeds":
     reports = []
     for n, step in bench.compile_seeds_steps(seeds_config, num_seeds).items():
-      ops, _, wall = profile(step.run, runs)
+      ops, _, wall, plain = profile(step.run, runs)
       path, arg = bench.config_spec(seeds_config)
       title = (f"seeds: {n} of {num_seeds}, {path}{':' + arg if arg else ''}, batch "
                f"{'x'.join(map(str, step.batch['inputs'].shape))}; {where}")
-      reports.append(report(ops, op_sources(step.compiled.as_text()), wall, runs, title=title))
+      reports.append(report(ops, op_sources(step.compiled.as_text()), wall, runs, title=title,
+                            plain=plain))
     return "\n\n".join(reports)
   if program == "train":
     target = bench.compile_train_step(shape, scheme, batch, length)
@@ -243,11 +252,12 @@ def profile_program(program: str, shape: bench.Shape, scheme: str, batch: int, l
     target = bench.compile_cached_decode(shape, scheme, batch, length, full_length=True)
   else:
     raise ValueError(f"unknown program {program!r}: one of {', '.join(PROGRAMS)}")
-  ops, _, wall = profile(target.run, runs)
+  ops, _, wall, plain = profile(target.run, runs)
   title = (f"{program}: {scheme}, L = {length}, batch {batch}, d_model {shape.d_model}, "
            f"{shape.num_heads} heads of {shape.head_dim}, {shape.num_encoder_layers} + "
            f"{shape.num_decoder_layers} layers, d_ff {shape.d_ff}, {shape.dtype}; {where}")
-  return report(ops, op_sources(target.compiled.as_text()), wall, runs, title=title)
+  return report(ops, op_sources(target.compiled.as_text()), wall, runs, title=title,
+                plain=plain)
 
 
 def main(argv: Sequence[str]) -> None:

@@ -338,6 +338,7 @@ def load_config(spec: str):
 class SeedsStep:
   """`jit(vmap(train_step))` of a config over some seeds, compiled; `run()` takes a step."""
 
+  train_step: Callable  # one replica's step, as `train_lib.make_train_step` makes it
   compiled: Any
   state: Any
   batch: dict[str, jax.Array]
@@ -373,7 +374,7 @@ def compile_seeds_steps(spec: str, num_seeds: int) -> dict[int, SeedsStep]:
     batch = {k: jnp.asarray(v[:n]) for k, v in batch_N.items()}
     seeds_n = jnp.asarray(seeds[:n], jnp.int32)
     compiled = jax.jit(jax.vmap(step), donate_argnums=0).lower(state, batch, seeds_n).compile()
-    steps[n] = SeedsStep(compiled, state, batch, seeds_n)
+    steps[n] = SeedsStep(step, compiled, state, batch, seeds_n)
   return steps
 
 

@@ -42,13 +42,14 @@ def test_op_kinds_and_model_parts():
 
 def test_profiling_a_tiny_train_step_attributes_its_ops():
   step = schemes.compile_train_step(TINY, "t5", 2, 8)
-  ops, span, wall = profile.profile(step.run, runs=2)
-  assert ops and wall > 0 and span > 0
+  ops, span, wall, plain = profile.profile(step.run, runs=2)
+  assert ops and wall > 0 and span > 0 and plain > 0
   assert all(op.seconds >= 0 and op.calls >= 1 for op in ops)
   sources = profile.op_sources(step.compiled.as_text())
   parts = {profile.model_part(sources.get(op.name, "")) for op in ops}
   assert any(p.startswith("backward ") for p in parts) and any("mlp" in p for p in parts)
-  text = profile.report(ops, sources, wall, 2, title="tiny")
+  text = profile.report(ops, sources, wall, 2, title="tiny", plain=plain)
+  assert "without the profiler" in text
   for title in ("By op kind", "By model part", "By thread", "Largest ops"):
     assert f"### {title}" in text
   shares = [float(line.rsplit("|", 2)[-2].strip(" %")) for line in
