@@ -29,6 +29,8 @@ OPTIONS = {
     "YNNPACK fusions: dot only": {_YNN: "LIBRARY_FUSION_TYPE_DOT"},
     "YNNPACK fusions: elementwise only": {_YNN: "LIBRARY_FUSION_TYPE_ELTWISE"},
     "fusion emitters off": {"xla_cpu_use_fusion_emitters": False},
+    "concurrency-optimized scheduler": {"xla_cpu_enable_concurrency_optimized_scheduler": True},
+    "512-bit vectors": {"xla_cpu_prefer_vector_width": 512},
 }
 _OUT = flags.DEFINE_string("out", None, "Also write the markdown here.")
 _ROUNDS = flags.DEFINE_integer("rounds", 9, "Timed runs of each variant (interleaved).")
