@@ -50,10 +50,11 @@ converge in distribution are marked † in the table.
 
 20 runs, 6 of them shared: NoPE, T5 and ALiBi on copy and reverse are configured
 exactly as kazemnejad.py's, so with `--results_dir` a sweep copies their records from
-results/kazemnejad/ when that table has stored them. Expected runtime: ~40 min per 3-seed run on 2 CPU cores for copy and
-reverse (kazemnejad.py's), about twice that for addition (sequences of up to 83
-tokens instead of 41): ~20 h in all; `--sweep_shard i/n` splits them over n
-processes and `--results_dir` lets the table be completed a few runs at a time.
+results/kazemnejad/ when that table has stored them. Expected runtime on 2 CPU cores: up
+to ~75 min per 3-seed run for copy and reverse (kazemnejad.py's measurement), about
+twice that for addition (sequences of up to 83 tokens instead of 41): ~28 h for the 14
+runs left to train once kazemnejad.py's are stored; `--sweep_shard i/n` splits them over
+n processes and `--results_dir` lets the table be completed a few runs at a time.
 Arguments: those of configs/default.py (`num_seeds`, `steps`, `smoke`, ...); scheme
 and task are set per run.
 """
