@@ -25,7 +25,7 @@ PEERS_COLUMNS = ("", "this project (JAX)", "HF T5 (PyTorch eager)", "this projec
 BOUNDS = {
     "train": f"bounded by XLA:CPU code generation, not by the model code: see [docs]({DOCS})",
     "decode": f"memory- and single-core-bound steps: see [docs]({DOCS})",
-    "seeds": f"one replica already keeps both cores busy: see [docs]({DOCS})",
+    "seeds": f"one replica already uses both cores as fully as several do: see [docs]({DOCS})",
 }
 # Same-run ratios against HF T5 in PyTorch (float32, eager): the most our step may take
 # relative to HF's, per compute dtype of ours, and the least our decoding rate may reach.
