@@ -144,7 +144,8 @@ def collect(xplane_path: str) -> tuple[list[OpTime], float]:
         continue  # ops run on the runtime's threads; python and profiler lines are not ops
       for event in line.events:
         name = event.name
-        if name.startswith(("ThunkExecutor", "SlinkyThreadPool")) or name.split(".")[0] in _CONTAINERS:
+        if (name.startswith(("ThunkExecutor", "SlinkyThreadPool"))
+            or name.split(".")[0] in _CONTAINERS):
           continue
         total = totals[(name, line.name)]
         total[0] += event.duration_ns * 1e-9

@@ -17,9 +17,9 @@ same root already stored with an identical config (`find_identical_run`): the
 randomized table's runs without randomization are the schemes table's, and the
 decoder-only NoPE, T5 and ALiBi runs on copy and reverse are shared by the
 Kazemnejad and extrapolation-methods tables. A copy says where it came from
-(`reused_from` in its `runs/<run>.json`). `python -m relpos_jax.results` renders RESULTS.md from every table folder, and
-README.md's headline table between its markers (`--check` fails if either
-committed file differs), so every number in it
+(`reused_from` in its `runs/<run>.json`). `python -m relpos_jax.results` renders
+RESULTS.md from every table folder, and README.md's headline table between its
+markers (`--check` fails if either committed file differs), so every number in it
 traces to a committed record, and anyone can re-render or diff it.
 """
 

@@ -527,8 +527,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     if trained:
       trained_seconds.append(time.perf_counter() - start)
       _log_sweep_eta(trained_seconds, sum(
-          not stored(n, c) and _trained_step(os.path.join(sweep_dir, n), c) < c.num_steps
-          for n, c in mine[i + 1:]))
+          not stored(n, c) and _unfinished(os.path.join(sweep_dir, n), c) for n, c in mine[i + 1:]))
   if results_dir:
     if run_eval and distributed.is_writer():
       results.write_table_report(results_dir)
@@ -568,6 +567,14 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
     records += evaluate.evaluate_runs([workdir], workdir_lib.eval_dir(workdir), names=[name],
                                       on_run=store, **options)
   return records
+
+
+def _unfinished(workdir: str, config: ml_collections.ConfigDict) -> bool:
+  """Whether a run still needs training (a workdir of another config counts; it is refused later)."""
+  try:
+    return _trained_step(workdir, config) < config.num_steps
+  except ValueError:
+    return True
 
 
 def _log_sweep_eta(seconds: Sequence[float], left: int) -> None:
