@@ -570,7 +570,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
 
 
 def _unfinished(workdir: str, config: ml_collections.ConfigDict) -> bool:
-  """Whether a run still needs training (a workdir of another config counts; it is refused later)."""
+  """Whether a run still needs training (a workdir of another config counts; refused later)."""
   try:
     return _trained_step(workdir, config) < config.num_steps
   except ValueError:
