@@ -185,13 +185,18 @@ def random_tokens(rng: np.random.Generator, shape: Shape, B: int, L: int) -> np.
 
 @dataclasses.dataclass
 class TrainStep:
-  """One compiled train step at a shape; `run()` takes a step (blocking) from its own state."""
+  """One compiled train step; `run()` takes a step (blocking) from its own state.
+
+  `seed` is the step's seed argument: a scalar, or `[N]` for a vmapped N-seed step
+  (`compile_seeds_steps`, which also keeps the one-replica `train_step` it vmapped).
+  """
 
   compiled: Any
   compile_s: float
   state: Any
   batch: dict[str, jax.Array]
   seed: jax.Array
+  train_step: Callable | None = None
 
   def run(self):
     self.state, metrics = self.compiled(self.state, self.batch, self.seed)
@@ -334,22 +339,7 @@ def load_config(spec: str):
   return module.get_config(arg or None)
 
 
-@dataclasses.dataclass
-class SeedsStep:
-  """`jit(vmap(train_step))` of a config over some seeds, compiled; `run()` takes a step."""
-
-  train_step: Callable  # one replica's step, as `train_lib.make_train_step` makes it
-  compiled: Any
-  state: Any
-  batch: dict[str, jax.Array]
-  seeds: jax.Array
-
-  def run(self):
-    self.state, metrics = self.compiled(self.state, self.batch, self.seeds)
-    return jax.block_until_ready(metrics)
-
-
-def compile_seeds_steps(spec: str, num_seeds: int) -> dict[int, SeedsStep]:
+def compile_seeds_steps(spec: str, num_seeds: int) -> dict[int, TrainStep]:
   """The vmapped train step of a config (`config_spec`), for 1 and N seeds.
 
   As `train_and_evaluate` runs it (donated state). Both use the step-0 batches of
@@ -373,8 +363,9 @@ def compile_seeds_steps(spec: str, num_seeds: int) -> dict[int, SeedsStep]:
     state = jax.tree_util.tree_map(lambda x, n=n: x[:n], states)
     batch = {k: jnp.asarray(v[:n]) for k, v in batch_N.items()}
     seeds_n = jnp.asarray(seeds[:n], jnp.int32)
+    start = time.perf_counter()
     compiled = jax.jit(jax.vmap(step), donate_argnums=0).lower(state, batch, seeds_n).compile()
-    steps[n] = SeedsStep(step, compiled, state, batch, seeds_n)
+    steps[n] = TrainStep(compiled, time.perf_counter() - start, state, batch, seeds_n, step)
   return steps
 
 

@@ -67,9 +67,9 @@ def main(argv):
   decode_s = _time({n: decode_call(c) for n, c in decoders.items()}, _ROUNDS.value)
 
   step = schemes.compile_seeds_steps("ablation", 3)[3]
-  lowered = jax.jit(jax.vmap(step.train_step)).lower(step.state, step.batch, step.seeds)
+  lowered = jax.jit(jax.vmap(step.train_step)).lower(step.state, step.batch, step.seed)
   steps = {name: lowered.compile(compiler_options=o) for name, o in OPTIONS.items()}
-  train_s = _time({n: (lambda c=c: jax.block_until_ready(c(step.state, step.batch, step.seeds)))
+  train_s = _time({n: (lambda c=c: jax.block_until_ready(c(step.state, step.batch, step.seed)))
                    for n, c in steps.items()}, _ROUNDS.value)
 
   lines = ["# XLA:CPU compiler options against the default", "",
