@@ -31,8 +31,8 @@ not. Copy and reverse train on lengths 1-20 and are evaluated at every length 21
 
 15 runs (NoPE, T5 and ALiBi on copy and reverse are also extrapolation_methods.py's,
 which copies their records from here). Expected runtime on 2 CPU cores: the 3-seed step
-took 0.74 s at the longest training batch on a quiet VM (2026-12-02, `make bench
-BENCH_ARGS="--parts=seeds --seeds_config=configs/ablations/kazemnejad.py --num_seeds=3"`),
+took 0.74 s at the longest training batch on a quiet VM (2026-12-02,
+benchmarks/records/profiles/seeds_kazemnejad_bench.md),
 so up to ~75 min per 3-seed run and ~18 h for the 15; `--sweep_shard i/n` splits them
 over n processes, and `--results_dir` lets the table be completed a few runs at a time
 (the sweep logs its pace and ETA after each run). Arguments: those of configs/default.py
