@@ -86,13 +86,13 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if bool(_WORKDIR.value) == bool(_SWEEP_DIR.value):
     raise app.UsageError("pass --workdir (repeatable) or --sweep_dir, not both")
-  if _WORKDIR.value and len(_WORKDIR.value) > 1 and not _OUT.value:
+  if _WORKDIR.value and len(_WORKDIR.value) > 1 and not (_OUT.value or _RESULTS_DIR.value):
     raise app.UsageError("several --workdir: pass --out for the comparison report (each run's "
                          "own report goes to <workdir>/eval)")
   log_setup.setup()
   with errors.user_errors(FileNotFoundError):
     workdirs = _WORKDIR.value or sweep.run_dirs(_SWEEP_DIR.value)
-  out = _OUT.value or os.path.join(_SWEEP_DIR.value or workdirs[0], "eval")
+  out = _OUT.value or _RESULTS_DIR.value or os.path.join(_SWEEP_DIR.value or workdirs[0], "eval")
   lengths = [int(n) for n in _LENGTHS.value] if _LENGTHS.value else None
   options = dict(lengths=lengths, batch_size=_BATCH_SIZE.value, num_examples=_NUM_EXAMPLES.value,
                  oracle_length=_ORACLE_LENGTH.value, eval_seed=_EVAL_SEED.value,

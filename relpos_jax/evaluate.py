@@ -53,6 +53,7 @@ from relpos_jax import tables
 from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
+from relpos_jax.positions import randomized as randomized_lib
 
 Record = tables.Record
 CHECKPOINT_RULES = ("best", "last")
@@ -272,7 +273,8 @@ def evaluate_lengths(model, params, dataset: pipeline.Dataset, lengths: Iterable
           for n in lengths]
 
 
-def validation_record(model, params, dataset: pipeline.Dataset, *, batch_size: int) -> Record:
+def validation_record(model, params, dataset: pipeline.Dataset, *, batch_size: int,
+                      random_positions: int | None = None, seed: int = 0) -> Record:
   """Exact match and token accuracy on the held-out in-distribution validation set.
 
   Args:
@@ -280,11 +282,18 @@ def validation_record(model, params, dataset: pipeline.Dataset, *, batch_size: i
     params: one replica's parameters.
     dataset: the data source (`validation_batches` is disjoint from training).
     batch_size: decoding batch size.
+    random_positions: decode each batch at one random sorted sample of
+      positions from [0, random_positions) (seeded by `seed` and the batch), for
+      a run that trained at random positions
+      (`randomized_lib.validation_positions`); None: 0..L-1.
+    seed: the positions' seed.
 
   Returns:
     `summarize_scores`' record of the validation set.
   """
-  return _score_batches(model, params, dataset.validation_batches(batch_size))
+  rng = None if random_positions is None else jax.random.PRNGKey(seed)
+  return _score_batches(model, params, dataset.validation_batches(batch_size), position_rng=rng,
+                        max_random_position=random_positions)
 
 
 def not_representable(length: int, reason: str, *, oracle_length: bool = False) -> Record:
@@ -473,6 +482,9 @@ def choose_checkpoints(workdir: str, config: ml_collections.ConfigDict, model,
                        steps: Sequence[int] | None = None) -> list[Checkpoint]:
   """Scores every kept checkpoint of a run on validation and picks one per replica.
 
+  A run that trained at random positions is validated at random positions
+  (`randomized_lib.validation_positions`), every checkpoint on the same samples.
+
   Args:
     workdir: the run's workdir.
     config: its config.
@@ -493,6 +505,7 @@ def choose_checkpoints(workdir: str, config: ml_collections.ConfigDict, model,
     raise FileNotFoundError(f"no checkpoint in {workdir_lib.checkpoint_dir(workdir)}; "
                             "train first")
   scored: list[list[tuple[int, Any, Record]]] = [[] for _ in range(config.num_seeds)]
+  valid_positions = randomized_lib.validation_positions(config.get("randomized"))
   readable = []
   for step in steps:
     try:  # read-only: safe while the run still trains
@@ -503,8 +516,8 @@ def choose_checkpoints(workdir: str, config: ml_collections.ConfigDict, model,
     readable.append(step)
     for replica in range(config.num_seeds):
       params = jax.tree_util.tree_map(lambda x, i=replica: x[i], params_N)
-      scored[replica].append((step, params, validation_record(model, params, dataset,
-                                                              batch_size=batch_size)))
+      scored[replica].append((step, params, validation_record(
+          model, params, dataset, batch_size=batch_size, random_positions=valid_positions)))
     logging.info("%s: checkpoint %d: validation exact match %s", workdir, step,
                  " ".join(f"{s[-1][2]['exact_match']:.3f}" for s in scored))
   chosen = []
@@ -551,7 +564,13 @@ class _Run:
   name: str
   config: ml_collections.ConfigDict
   dataset: pipeline.Dataset
+  variant: str = ""  # how the evaluation differs from the run's default (see _prepare_run)
   predictions: list[Record] = dataclasses.field(default_factory=list)
+
+  @property
+  def eval_dir(self) -> str:
+    """Where this evaluation's own report goes: `workdir_lib.eval_dir` of the variant."""
+    return workdir_lib.eval_dir(self.workdir, self.variant)
 
   @property
   def num_items(self) -> int:
@@ -565,8 +584,9 @@ def evaluate_workdir(workdir: str, lengths: Iterable[int] | None = None,
   """Evaluates every replica of a trained run at every eval length.
 
   Writes the run's report (`report.REPORT_FILES`, and predictions.jsonl with
-  `dump_predictions`) to `workdir/eval/`, with the scheme's own figures beside
-  it (first replica).
+  `dump_predictions`) to `workdir/eval/` (an eval variant's to a subfolder:
+  `workdir_lib.eval_dir`), with the scheme's own figures beside it (first
+  replica).
 
   Args:
     workdir: a training workdir (config.json, vocab.json, checkpoints/).
@@ -584,7 +604,7 @@ def evaluate_workdir(workdir: str, lengths: Iterable[int] | None = None,
     `checkpoint_rule`, `final_step`, `valid_exact_match`,
     `valid_token_accuracy`, `valid_num_examples`, `valid_source`,
     `best_valid_exact_match`, `best_valid_step`, `converged_at`,
-    `converged`), `overrides`, `eval_positions`, `provenance` (the evaluating
+    `converged`), `overrides`, `eval_positions`, `valid_positions`, `provenance` (the evaluating
     process's package versions, backend and git commit) and `error` (None, or
     why the length is not representable).
 
@@ -601,14 +621,15 @@ def evaluate_workdir(workdir: str, lengths: Iterable[int] | None = None,
 def _prepare_run(workdir: str, name: str, options: EvalOptions) -> _Run:
   """Loads a run's config (with the eval overrides) and builds its eval data."""
   config = workdir_lib.load_config(workdir)
+  variant = ""
   if options.overrides:
     config = apply_overrides(config, options.overrides)
-    name = f"{name}@{','.join(options.overrides)}"
+    variant = f"@{','.join(options.overrides)}"
   if options.random_positions:
-    name = f"{name}@random_positions"
+    variant += randomized_lib.EVAL_SUFFIX
   dataset = _eval_dataset(config, options)
   _check_vocab(workdir, dataset)
-  return _Run(workdir, name, config, dataset)
+  return _Run(workdir, name + variant, config, dataset, variant=variant)
 
 
 def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
@@ -629,6 +650,8 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
           "converged_at": converged_at, "valid_source": valid_source,
           "overrides": list(options.overrides),
           "eval_positions": "random" if options.random_positions else "0..L-1",
+          "valid_positions": ("0..L-1" if randomized_lib.validation_positions(
+              config.get("randomized")) is None else "random"),
           "provenance": provenance.provenance()}
   max_random_position = None
   if options.random_positions:
@@ -658,7 +681,7 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
       records.append({**replica_base, **record})
     if rows is not None:
       predictions += [{"run": target.name, "seed": seed, **row} for row in rows]
-  out_dir = workdir_lib.eval_dir(target.workdir)
+  out_dir = target.eval_dir
   report.write_report(records, out_dir)
   if options.dump_predictions:
     report.write_records(predictions, os.path.join(out_dir, report.PREDICTIONS_FILE))
@@ -757,18 +780,21 @@ def _evaluate_or_na(model, params, dataset, length, batch_size, options: EvalOpt
   return {**record, "error": None}
 
 
-def evaluate_runs(workdirs: Sequence[str], out_dir: str, *,
+def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
                   lengths: Iterable[int] | None = None, batch_size: int | None = None,
                   names: Sequence[str] | None = None, on_run=None, **options) -> list[Record]:
   """Evaluates several runs and writes their comparison to `out_dir`.
 
-  Each run's own report and figures also go to its `<workdir>/eval/`. Runs
+  Each run's own report and figures also go to its `<workdir>/eval/` (for an
+  eval variant, `--override` or random positions, a subfolder of it named after
+  the variant: `workdir_lib.eval_dir`). Runs
   without a checkpoint are skipped with a warning. Progress (done/total over
   run × replica × length, with an ETA) is logged.
 
   Args:
     workdirs: training workdirs.
-    out_dir: where the comparison's `report.REPORT_FILES` go.
+    out_dir: where the comparison's `report.REPORT_FILES` go (None: only each
+      run's own report).
     lengths: eval lengths (see `EvalOptions`).
     batch_size: decoding batch size (default: each run's eval_batch_size).
     names: run names for the tables (default: workdir basenames, or the paths
@@ -807,8 +833,8 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str, *,
     predictions += target.predictions
     if on_run is not None:
       on_run(target.name, target.workdir, run_records, time.perf_counter() - start)
-  own_dirs = {os.path.abspath(workdir_lib.eval_dir(t.workdir)) for t in targets}
-  if own_dirs != {os.path.abspath(out_dir)}:  # else that run's own report is the comparison
+  own_dirs = {os.path.abspath(t.eval_dir) for t in targets}
+  if out_dir is not None and own_dirs != {os.path.abspath(out_dir)}:  # else: own report
     report.write_report(records, out_dir)
     if opts.dump_predictions:
       report.write_records(predictions, os.path.join(out_dir, report.PREDICTIONS_FILE))

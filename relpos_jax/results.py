@@ -40,6 +40,7 @@ from relpos_jax import provenance
 from relpos_jax import report
 from relpos_jax import tables
 from relpos_jax import workdir as workdir_lib
+from relpos_jax.positions import randomized as randomized_lib
 
 Record = tables.Record
 TABLE_FILE = "table.json"
@@ -77,6 +78,29 @@ def record_path(table_dir: str, run: str) -> str:
 def has_run(table_dir: str, run: str) -> bool:
   """Whether a run's records are stored in the table folder."""
   return os.path.exists(record_path(table_dir, run))
+
+
+def record_names(run: str, config: dict[str, Any]) -> list[str]:
+  """The names a sweep stores a run's records under.
+
+  `run`, and for a run trained at random positions also `run` +
+  `randomized.EVAL_SUFFIX` (decoded at random positions).
+
+  Args:
+    run: the run name.
+    config: its config (JSON data or ConfigDict).
+
+  Returns:
+    The record names.
+  """
+  if randomized_lib.validation_positions(config.get("randomized")) is None:
+    return [run]
+  return [run, run + randomized_lib.EVAL_SUFFIX]
+
+
+def has_records(table_dir: str, run: str, config: dict[str, Any]) -> bool:
+  """Whether every one of `record_names(run, config)` is stored in the table folder."""
+  return all(has_run(table_dir, name) for name in record_names(run, config))
 
 
 # Keys of a stored config that do not change a run's records: where it was trained, and
@@ -127,7 +151,8 @@ def find_identical_run(root: str, config: dict[str, Any], *,
     for name in sorted(os.listdir(runs_dir)):
       with open(os.path.join(runs_dir, name)) as f:
         info = json.load(f)
-      if (not info.get("reused_from") and has_run(table_dir, info["run"])
+      if (not info.get("reused_from") and not info["run"].endswith(randomized_lib.EVAL_SUFFIX)
+          and has_records(table_dir, info["run"], info["config"])
           and run_identity(info["config"]) == wanted):
         return table_dir, info["run"]
   return None
@@ -135,6 +160,9 @@ def find_identical_run(root: str, config: dict[str, Any], *,
 
 def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list[Record]:
   """Stores another table's run as `run` of this table: its records and run info, marked.
+
+  Every one of its `record_names` is copied (a randomized run's random-position
+  records too).
 
   Args:
     source_dir: the table folder that holds it.
@@ -145,17 +173,24 @@ def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list
   Returns:
     The copied records.
   """
-  records = [{**r, "run": run} for r in report.read_records(record_path(source_dir, source_run))]
   with open(os.path.join(source_dir, "runs", f"{_file_name(source_run)}.json")) as f:
-    info = json.load(f)
-  info.update(run=run, reused_from=os.path.join(
-      os.path.basename(os.path.normpath(source_dir)), "runs", f"{_file_name(source_run)}.json"))
-  report.write_records(records, record_path(table_dir, run))
-  path = os.path.join(table_dir, "runs", f"{_file_name(run)}.json")
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path, "w") as f:
-    json.dump(info, f, indent=1)
-    f.write("\n")
+    config = json.load(f)["config"]
+  records = []
+  for source_name, name in zip(record_names(source_run, config), record_names(run, config)):
+    source_info = os.path.join(source_dir, "runs", f"{_file_name(source_name)}.json")
+    with open(source_info) as f:
+      info = json.load(f)
+    info.update(run=name, reused_from=os.path.join(
+        os.path.basename(os.path.normpath(source_dir)), "runs", os.path.basename(source_info)))
+    copied = [{**r, "run": name}
+              for r in report.read_records(record_path(source_dir, source_name))]
+    report.write_records(copied, record_path(table_dir, name))
+    path = os.path.join(table_dir, "runs", f"{_file_name(name)}.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+      json.dump(info, f, indent=1)
+      f.write("\n")
+    records += copied
   return records
 
 
@@ -242,6 +277,9 @@ def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: s
 def read_table(table_dir: str) -> list[Record]:
   """Every stored run's records, runs in sweep order (`table.json`), then any others by name.
 
+  A run's variants (`<run>@...` records the sweep does not list, such as
+  `<run>@random_positions`) follow it.
+
   Args:
     table_dir: `results/<table>`.
 
@@ -255,7 +293,10 @@ def read_table(table_dir: str) -> list[Record]:
   if os.path.exists(meta):
     with open(meta) as f:
       order = [f"{_file_name(r)}.jsonl" for r in json.load(f)["runs"]]
-  names = [n for n in order if n in stored] + [n for n in stored if n not in order]
+  variants = {n: [v for v in stored if v.startswith(n[:-len(".jsonl")] + "@") and v not in order]
+              for n in order}  # `<run>@random_positions` right after `<run>`
+  names = [v for n in order if n in stored for v in [n, *variants[n]]]
+  names += [n for n in stored if n not in names]
   records = []
   for name in names:
     records += report.read_records(os.path.join(directory, name))
@@ -263,15 +304,26 @@ def read_table(table_dir: str) -> list[Record]:
 
 
 def table_status(table_dir: str) -> tuple[int, int]:
-  """(runs stored, runs in the sweep) of a table folder."""
+  """(runs stored, runs in the sweep) of a table folder.
+
+  A run counts once, with all its `record_names`; stored runs the sweep does not
+  list count in both.
+  """
   meta = os.path.join(table_dir, TABLE_FILE)
-  total = 0
+  runs = []
   if os.path.exists(meta):
     with open(meta) as f:
-      total = len(json.load(f)["runs"])
-  directory = os.path.join(table_dir, "records")
-  done = len(os.listdir(directory)) if os.path.isdir(directory) else 0
-  return done, max(total, done)
+      runs = json.load(f)["runs"]
+  configs = {}
+  directory = os.path.join(table_dir, "runs")
+  for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+    with open(os.path.join(directory, name)) as f:
+      info = json.load(f)
+    if not info["run"].endswith(randomized_lib.EVAL_SUFFIX):
+      configs[info["run"]] = info["config"]
+  done = sum(run in configs and has_records(table_dir, run, configs[run]) for run in runs)
+  extra = sum(run not in runs and has_records(table_dir, run, configs[run]) for run in configs)
+  return done + extra, len(runs) + extra
 
 
 def write_table_report(table_dir: str) -> list[Record]:

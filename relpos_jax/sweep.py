@@ -499,7 +499,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
 
   def stored(name: str, run_config: ml_collections.ConfigDict) -> bool | tuple[str, str]:
     """True if the table holds the run; (table, run) of an identical run to copy; else False."""
-    if results_dir and results.has_run(results_dir, name):
+    if results_dir and results.has_records(results_dir, name, run_config):
       return True
     found = reuse_root and results.find_identical_run(
         reuse_root, workdir_lib.config_json(run_config), exclude=results_dir)
@@ -550,6 +550,10 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
                           **options) -> list[dict]:
   """Evaluates runs (each into its own `<workdir>/eval`) and stores each one's records.
 
+  A run trained at random positions is evaluated twice (unless `options` ask
+  for one variant): at 0..L-1 and at random positions, as Ruoss et al. evaluate
+  it, stored as `results.record_names`.
+
   Args:
     workdirs: trained workdirs.
     names: their run names.
@@ -563,9 +567,12 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
     results.write_run(results_dir, name, run_records, workdir=workdir, eval_seconds=seconds)
 
   records = []
+  default = not options.get("random_positions") and not options.get("overrides")
   for workdir, name in zip(workdirs, names):
-    records += evaluate.evaluate_runs([workdir], workdir_lib.eval_dir(workdir), names=[name],
-                                      on_run=store, **options)
+    both = default and len(results.record_names(name, workdir_lib.load_config(workdir))) > 1
+    for random_positions in (False, True) if both else (options.get("random_positions", False),):
+      records += evaluate.evaluate_runs([workdir], None, names=[name], on_run=store,
+                                        **{**options, "random_positions": random_positions})
   return records
 
 

@@ -428,6 +428,10 @@ def _valid_legend(records: Sequence[Record]) -> str:
     text += f" Evaluated checkpoint: {', '.join(rules)} (by validation exact match)."
   if sources:
     text += f" Validation set: {'; '.join(sources)}."
+  if any(r.get("valid_positions") == "random" for r in records):
+    text += (" A run trained at random positions is validated at random positions (its "
+             "training distribution) in both of its rows; `@random_positions` rows are also "
+             "evaluated there, the others at 0..L−1.")
   return text
 
 

@@ -228,11 +228,18 @@ def check_config(config: ml_collections.ConfigDict, model, dataset: pipeline.Dat
 # ------------------------------------------------------------------ the loop
 
 def evaluate_replica(model, params, dataset, config) -> dict[str, float]:
-  """Periodic eval of one replica: the held-out validation set and the longest eval length."""
-  valid = evaluate.validation_record(model, params, dataset, batch_size=config.eval_batch_size)
+  """Periodic eval of one replica: the held-out validation set and the longest eval length.
+
+  Both decode at the positions the run is validated at (random ones if it trained
+  at random positions: `randomized_lib.validation_positions`).
+  """
+  positions = randomized_lib.validation_positions(config.randomized)
+  valid = evaluate.validation_record(model, params, dataset, batch_size=config.eval_batch_size,
+                                     random_positions=positions)
   longest = max(dataset.eval_lengths)
   record = evaluate.evaluate_length(model, params, dataset, longest,
-                                    batch_size=config.eval_batch_size)
+                                    batch_size=config.eval_batch_size,
+                                    random_positions=positions)
   return {"valid_exact_match": valid["exact_match"],
           "valid_token_accuracy": valid["token_accuracy"],
           "longest_length": float(longest),

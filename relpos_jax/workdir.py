@@ -26,6 +26,7 @@ import contextlib
 import json
 import logging as std_logging
 import os
+import re
 import shutil
 import sys
 from typing import Any, Callable
@@ -171,9 +172,21 @@ def tensorboard_dir(workdir: str) -> str:
   return os.path.join(workdir, TENSORBOARD)
 
 
-def eval_dir(workdir: str) -> str:
-  """`workdir/eval`: the run's own eval report and figures."""
-  return os.path.join(workdir, EVAL)
+def eval_dir(workdir: str, variant: str = "") -> str:
+  """`workdir/eval`: the run's own eval report and figures.
+
+  Args:
+    workdir: the run's workdir.
+    variant: an evaluation that differs from the run's default (`@key=value`
+      overrides, `@random_positions`): its report goes to a subfolder named
+      after it, so it never overwrites the default one.
+
+  Returns:
+    The folder.
+  """
+  if not variant:
+    return os.path.join(workdir, EVAL)
+  return os.path.join(workdir, EVAL, re.sub(r"[^A-Za-z0-9._=+@,\-]", "_", variant.lstrip("@")))
 
 
 # ----------------------------------------------------------------- checkpoints

@@ -327,3 +327,28 @@ def test_random_position_eval_scores_the_batch_at_its_sample(arch):
   assert not np.allclose(scores["loss_sum"], plain["loss_sum"])  # other positions, other loss
   in_pos, tgt_pos = positions.of(model, batch)
   assert int(np.max(in_pos)) < 64 and int(np.max(tgt_pos)) < 64
+
+
+def test_validation_at_random_positions_decodes_each_batch_at_its_own_sample():
+  dataset, model, params = _smoke_model("encoder_decoder")
+  record = evaluate.validation_record(model, params, dataset, batch_size=16,
+                                      random_positions=64, seed=5)
+  parts = [evaluate.evaluate_batch(model, params, batch, positions=evaluate.RandomPositions(
+               jax.random.fold_in(jax.random.PRNGKey(5), i), 64))[0]
+           for i, batch in enumerate(dataset.validation_batches(16))]
+  weights = np.concatenate([b["weights"] for b in dataset.validation_batches(16)])
+  expected = scoring.summarize_scores({k: np.concatenate([p[k] for p in parts]) for k in parts[0]},
+                                      weights)
+  assert record.keys() == expected.keys()
+  for key, value in expected.items():
+    np.testing.assert_allclose(record[key], value, rtol=1e-6, err_msg=key)
+  plain = evaluate.validation_record(model, params, dataset, batch_size=16)
+  assert record["num_examples"] == plain["num_examples"] == int(weights.sum())
+  assert not np.isclose(plain["loss"], record["loss"])  # 0..L-1 is another decoding
+
+
+def test_eval_variants_report_into_their_own_folder():
+  assert workdir_lib.eval_dir("w") == os.path.join("w", "eval")
+  assert workdir_lib.eval_dir("w", "@random_positions") == os.path.join("w", "eval",
+                                                                        "random_positions")
+  assert workdir_lib.eval_dir("w", "@a=b c") == os.path.join("w", "eval", "a=b_c")

@@ -147,3 +147,12 @@ def test_train_step_samples_real_slots_independently_of_padding(joint):
     else:
       assert all(np.all(np.diff(r) > 0) for r in real)
   assert ipos.max() < 64 and tpos.max() < 64 and wide_tpos.max() < 64
+
+
+def test_validation_positions_follow_the_training_positions():
+  assert randomized.validation_positions(None) is None
+  assert randomized.validation_positions({"enabled": False, "max_random_position": 64}) is None
+  assert randomized.validation_positions({"enabled": True, "max_random_position": 64}) == 64
+  config = randomized.default_config()
+  config.enabled = True
+  assert randomized.validation_positions(config) == config.max_random_position

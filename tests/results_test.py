@@ -120,3 +120,27 @@ def test_with_headline_replaces_only_the_block():
   text = f"a\n{results.HEADLINE_BEGIN}\nold\n{results.HEADLINE_END}\nb\n"
   assert results.with_headline(text, "new") == (
       f"a\n{results.HEADLINE_BEGIN}\nnew\n{results.HEADLINE_END}\nb\n")
+
+
+def test_a_randomized_run_is_stored_at_both_positions_and_counted_once(tmp_path):
+  root = tmp_path / "results"
+  workdir = _workdir(tmp_path, "r")
+  config = {"num_steps": 200, "randomized": {"enabled": True, "max_random_position": 64}}
+  pathlib.Path(workdir, "config.json").write_text(json.dumps(config))
+  assert results.record_names("r", config) == ["r", "r@random_positions"]
+  assert results.record_names("r", {"randomized": {"enabled": False}}) == ["r"]
+  assert results.record_names("r", {}) == ["r"]
+  table = str(root / "t1")
+  results.write_table_meta(table, "configs/ablations/t1.py", ["r"])
+  results.write_run(table, "r", _records("r", 0.0), workdir=workdir, eval_seconds=1.0)
+  assert results.table_status(table) == (0, 1)  # its random-position records are missing
+  assert results.find_identical_run(str(root), config) is None
+  results.write_run(table, "r@random_positions", _records("r@random_positions", 0.9),
+                    workdir=workdir, eval_seconds=1.0)
+  assert results.table_status(table) == (1, 1)
+  assert results.find_identical_run(str(root), config) == (table, "r")
+  copied = results.copy_run(table, "r", str(root / "t2"), "r2")
+  assert [r["run"] for r in copied][::4] == ["r2", "r2@random_positions"]
+  info = json.loads((root / "t2" / "runs" / "r2@random_positions.json").read_text())
+  assert info["reused_from"] == os.path.join("t1", "runs", "r@random_positions.json")
+  assert results.has_records(str(root / "t2"), "r2", config)

@@ -219,9 +219,13 @@ def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
   caplog.set_level(logging.INFO)
   trained, _ = _fake_training(monkeypatch)
 
-  def evaluate_runs(workdirs, out_dir, *, names, on_run, **options):
-    records = [{"run": names[0], "seed": 0, "length": 30, "exact_match": 0.5}]
-    on_run(names[0], workdirs[0], records, 1.0)
+  evaluated = []
+
+  def evaluate_runs(workdirs, out_dir, *, names, on_run, random_positions, **options):
+    name = names[0] + ("@random_positions" if random_positions else "")
+    evaluated.append(name)
+    records = [{"run": name, "seed": 0, "length": 30, "exact_match": 0.5}]
+    on_run(name, workdirs[0], records, 1.0)
     return records
 
   monkeypatch.setattr(sweep.evaluate, "evaluate_runs", evaluate_runs)
@@ -244,7 +248,19 @@ def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
   assert not (tmp_path / "randomized" / "t5+copy").exists()
   info = json.loads((root / "randomized" / "runs" / "t5+copy.json").read_text())
   assert info["reused_from"] == os.path.join("schemes", "runs", "t5+copy.json")
-  assert [r["run"] for r in records] == ["learned+copy", "t5+copy", "t5+randomized+copy"]
+  # a randomized run is evaluated (and stored) at 0..L-1 and at random positions
+  assert [r["run"] for r in records] == ["learned+copy", "t5+copy", "t5+randomized+copy",
+                                         "t5+randomized+copy@random_positions"]
+  assert sweep.results.table_status(str(root / "randomized")) == (3, 40)
+  # a randomized run missing its random-position records is evaluated again, not retrained
+  (root / "randomized" / "records" / "t5+randomized+copy@random_positions.jsonl").unlink()
+  assert sweep.results.table_status(str(root / "randomized")) == (2, 40)
+  trained.clear()
+  evaluated.clear()
+  sweep.run_sweep(randomized, str(tmp_path / "randomized"), results_dir=str(root / "randomized"),
+                  only=["t5+copy", "t5+randomized+copy", "learned+copy"])
+  assert trained == [] and evaluated == ["t5+randomized+copy",
+                                         "t5+randomized+copy@random_positions"]
   (root / "randomized" / "records" / "t5+copy.jsonl").unlink()
   trained.clear()
   sweep.run_sweep(randomized, str(tmp_path / "randomized"), results_dir=str(root / "randomized"),
