@@ -101,12 +101,20 @@ def main(argv):
   with errors.user_errors(ValueError, FileNotFoundError):
     if _RESULTS_DIR.value:
       names = evaluate.run_names(workdirs)
+      variants = {}
       if _SWEEP_DIR.value:  # the table lists the sweep's runs in order, trained or not
         with open(os.path.join(_SWEEP_DIR.value, sweep.SWEEP_FILE)) as f:
           meta = json.load(f)
+        if os.path.exists(sweep.split_config_spec(meta["config"])[0]):
+          variants = sweep.eval_variants(meta["config"],
+                                         sweep.expand(*sweep.load_sweep(meta["config"])))
+        else:
+          logging.warning("%s is gone: its runs' eval-time variants are not evaluated",
+                          meta["config"])
         results.write_table_meta(_RESULTS_DIR.value, meta["config"],
-                                 [r["name"] for r in meta["runs"]])
-      records = sweep.evaluate_into_results(workdirs, names, _RESULTS_DIR.value, **options)
+                                 [r["name"] for r in meta["runs"]], variants)
+      records = sweep.evaluate_into_results(workdirs, names, _RESULTS_DIR.value,
+                                            variants=variants, **options)
       results.write_table_report(_RESULTS_DIR.value)
     else:
       records = evaluate.evaluate_runs(workdirs, out, **options)

@@ -381,6 +381,8 @@ class EvalOptions:
     overrides: `key=value` changes of each run's config at evaluation only.
     random_positions: decode at random sorted positions from [0,
       randomized.max_random_position) (one sample per batch) instead of 0..L-1.
+    variant: the label of the `overrides` in run names (`<run>@<variant>`;
+      default: the overrides themselves).
   """
 
   lengths: Sequence[int] | None = None
@@ -392,6 +394,7 @@ class EvalOptions:
   dump_predictions: bool = False
   overrides: Sequence[str] = ()
   random_positions: bool = False
+  variant: str | None = None
 
   def __post_init__(self):
     if self.num_examples is not None and self.num_examples < 1:
@@ -406,6 +409,8 @@ class EvalOptions:
       raise ValueError(f"checkpoint must be one of {CHECKPOINT_RULES}, got {self.checkpoint!r}")
     self.overrides = tuple(self.overrides)
     parse_overrides(self.overrides)  # raises early on a malformed one
+    if self.variant is not None and not self.overrides:
+      raise ValueError(f"variant {self.variant!r} names overrides, but none are given")
 
 
 def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
@@ -624,7 +629,7 @@ def _prepare_run(workdir: str, name: str, options: EvalOptions) -> _Run:
   variant = ""
   if options.overrides:
     config = apply_overrides(config, options.overrides)
-    variant = f"@{','.join(options.overrides)}"
+    variant = f"@{options.variant or ','.join(options.overrides)}"
   if options.random_positions:
     variant += randomized_lib.EVAL_SUFFIX
   dataset = _eval_dataset(config, options)

@@ -80,27 +80,31 @@ def has_run(table_dir: str, run: str) -> bool:
   return os.path.exists(record_path(table_dir, run))
 
 
-def record_names(run: str, config: dict[str, Any]) -> list[str]:
+def record_names(run: str, config: dict[str, Any], variants: Sequence[str] = ()) -> list[str]:
   """The names a sweep stores a run's records under.
 
-  `run`, and for a run trained at random positions also `run` +
-  `randomized.EVAL_SUFFIX` (decoded at random positions).
+  `run`; for a run trained at random positions also `run` +
+  `randomized.EVAL_SUFFIX` (decoded at random positions); and `run@<label>` for
+  each of the sweep's eval-time variants of the run (`sweep.eval_variants`).
 
   Args:
     run: the run name.
     config: its config (JSON data or ConfigDict).
+    variants: the labels of its eval-time variants.
 
   Returns:
     The record names.
   """
-  if randomized_lib.validation_positions(config.get("randomized")) is None:
-    return [run]
-  return [run, run + randomized_lib.EVAL_SUFFIX]
+  names = [run]
+  if randomized_lib.validation_positions(config.get("randomized")) is not None:
+    names.append(run + randomized_lib.EVAL_SUFFIX)
+  return names + [f"{run}@{label}" for label in variants]
 
 
-def has_records(table_dir: str, run: str, config: dict[str, Any]) -> bool:
-  """Whether every one of `record_names(run, config)` is stored in the table folder."""
-  return all(has_run(table_dir, name) for name in record_names(run, config))
+def has_records(table_dir: str, run: str, config: dict[str, Any],
+                variants: Sequence[str] = ()) -> bool:
+  """Whether every one of `record_names(run, config, variants)` is in the table folder."""
+  return all(has_run(table_dir, name) for name in record_names(run, config, variants))
 
 
 # Keys of a stored config that do not change a run's records: where it was trained, and
@@ -151,7 +155,7 @@ def find_identical_run(root: str, config: dict[str, Any], *,
     for name in sorted(os.listdir(runs_dir)):
       with open(os.path.join(runs_dir, name)) as f:
         info = json.load(f)
-      if (not info.get("reused_from") and not info["run"].endswith(randomized_lib.EVAL_SUFFIX)
+      if (not info.get("reused_from") and not info.get("variant_of")
           and has_records(table_dir, info["run"], info["config"])
           and run_identity(info["config"]) == wanted):
         return table_dir, info["run"]
@@ -194,17 +198,23 @@ def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list
   return records
 
 
-def write_table_meta(table_dir: str, config: str, runs: Sequence[str]) -> None:
-  """Writes `table.json`: the sweep's config file and its run names in sweep order.
+def write_table_meta(table_dir: str, config: str, runs: Sequence[str],
+                     variants: dict[str, Sequence[str]] | None = None) -> None:
+  """Writes `table.json`: the sweep's config file, its run names in sweep order, and
+  the labels of each run's eval-time variants (`eval_variants`, where there are any).
 
   Args:
     table_dir: `results/<table>`.
     config: the sweep config file (with its `:arg`, if any).
     runs: every run name of the sweep, in order.
+    variants: run name -> its eval-time variant labels.
   """
   os.makedirs(table_dir, exist_ok=True)
+  meta: dict[str, Any] = {"config": config, "runs": list(runs)}
+  if variants := {run: list(labels) for run, labels in (variants or {}).items() if labels}:
+    meta["eval_variants"] = variants
   with open(os.path.join(table_dir, TABLE_FILE), "w") as f:
-    json.dump({"config": config, "runs": list(runs)}, f, indent=1)
+    json.dump(meta, f, indent=1)
     f.write("\n")
 
 
@@ -306,22 +316,24 @@ def read_table(table_dir: str) -> list[Record]:
 def table_status(table_dir: str) -> tuple[int, int]:
   """(runs stored, runs in the sweep) of a table folder.
 
-  A run counts once, with all its `record_names`; stored runs the sweep does not
-  list count in both.
+  A run counts once, when all its `record_names` are stored (eval-time variants
+  from `table.json`); stored runs the sweep does not list count in both.
   """
   meta = os.path.join(table_dir, TABLE_FILE)
-  runs = []
+  runs, variants = [], {}
   if os.path.exists(meta):
     with open(meta) as f:
-      runs = json.load(f)["runs"]
+      data = json.load(f)
+    runs, variants = data["runs"], data.get("eval_variants", {})
   configs = {}
   directory = os.path.join(table_dir, "runs")
   for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
     with open(os.path.join(directory, name)) as f:
       info = json.load(f)
-    if not info["run"].endswith(randomized_lib.EVAL_SUFFIX):
+    if not info.get("variant_of"):
       configs[info["run"]] = info["config"]
-  done = sum(run in configs and has_records(table_dir, run, configs[run]) for run in runs)
+  done = sum(run in configs and has_records(table_dir, run, configs[run], variants.get(run, ()))
+             for run in runs)
   extra = sum(run not in runs and has_records(table_dir, run, configs[run]) for run in configs)
   return done + extra, len(runs) + extra
 
@@ -350,9 +362,10 @@ def _run_times(table_dir: str) -> str:
       infos.append(json.load(f))
   if not infos:
     return ""
+  evaluation = sum(i.get("eval_seconds") or 0.0 for i in infos)
+  infos = [i for i in infos if not i.get("variant_of")]  # a run's other evaluations
   train = sum(i.get("train_seconds") or 0.0 for i in infos)
   reused = sum(bool(i.get("reused_from")) for i in infos)
-  evaluation = sum(i.get("eval_seconds") or 0.0 for i in infos)
   cpus = sorted({f"{i['machine']['cpus']} × {i['machine']['processor']}" for i in infos})
   steps = sorted({int(i["config"]["num_steps"]) for i in infos})
   batch = sorted({int(i["config"]["batch_size"]) for i in infos})

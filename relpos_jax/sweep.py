@@ -37,6 +37,12 @@ order), so n processes or a cluster job array share one sweep directory:
         --sweep_shard $i/4 &
   done
 
+With `--results_dir results/<table>` each run is evaluated as soon as it is trained
+and its records stored there (see `run_sweep`), with every evaluation its table
+shows: a run trained at random positions also at random positions, and any
+eval-time variants the config file declares with `get_eval_variants(config)` ->
+`{label: {dotted key: value}}` (stored as `<run>@<label>`).
+
 A shard evaluates the sweep only if every run is finished when its own runs are,
 so the last shard to finish writes the tables (two finishing together may both
 do it); the others name the runs still missing. `python eval.py --sweep_dir
@@ -69,6 +75,7 @@ from relpos_jax import results
 from relpos_jax import tables
 from relpos_jax import train_lib
 from relpos_jax import workdir as workdir_lib
+from relpos_jax.positions import randomized as randomized_lib
 
 Override = Mapping[str, Any]
 _MAPPINGS = (Mapping, ml_collections.ConfigDict)  # a ConfigDict is not a `Mapping`
@@ -483,13 +490,15 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     base, overrides = load_sweep(config, arg)
     base = base_config if base_config is not None else base
     all_runs = expand(base, overrides)
+    variants = eval_variants(config, all_runs)
     runs = apply_command_line(select(all_runs, only), overrides, command_line)
     mine = shard_runs(runs, shard_spec)
   source = config if isinstance(config, str) else getattr(config, "__file__", str(config))
   if distributed.is_writer():
     _write_sweep_file(sweep_dir, source, [n for n, _ in all_runs], overrides)
     if results_dir:
-      results.write_table_meta(results_dir, source, [n for n, _ in all_runs])
+      results.write_table_meta(results_dir, source, [n for n, _ in all_runs],
+                               {n: list(v) for n, v in variants.items()})
   if shard_spec:
     logging.info("shard %s: %d of the %d runs: %s", shard, len(mine), len(runs),
                  ", ".join(n for n, _ in mine) or "none")
@@ -499,7 +508,8 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
 
   def stored(name: str, run_config: ml_collections.ConfigDict) -> bool | tuple[str, str]:
     """True if the table holds the run; (table, run) of an identical run to copy; else False."""
-    if results_dir and results.has_records(results_dir, name, run_config):
+    if results_dir and results.has_records(results_dir, name, run_config,
+                                           list(variants.get(name, {}))):
       return True
     found = reuse_root and results.find_identical_run(
         reuse_root, workdir_lib.config_json(run_config), exclude=results_dir)
@@ -522,8 +532,8 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     start = time.perf_counter()
     trained = _train_run(workdir, run_config, label)
     if results_dir and run_eval and distributed.is_writer():
-      records += evaluate_into_results([workdir], [name], results_dir, lengths=lengths,
-                                       batch_size=batch_size)
+      records += evaluate_into_results([workdir], [name], results_dir, variants=variants,
+                                       lengths=lengths, batch_size=batch_size)
     if trained:
       trained_seconds.append(time.perf_counter() - start)
       _log_sweep_eta(trained_seconds, sum(
@@ -546,34 +556,75 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
                                 names=[n for n, _ in runs])
 
 
-def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results_dir: str,
+def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results_dir: str, *,
+                          variants: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
                           **options) -> list[dict]:
   """Evaluates runs (each into its own `<workdir>/eval`) and stores each one's records.
 
-  A run trained at random positions is evaluated twice (unless `options` ask
-  for one variant): at 0..L-1 and at random positions, as Ruoss et al. evaluate
-  it, stored as `results.record_names`.
+  Unless `options` ask for one particular evaluation (`random_positions` or
+  `overrides`), each run gets every evaluation its table shows
+  (`results.record_names`): at 0..L-1; for a run trained at random positions
+  also at random positions, as Ruoss et al. evaluate it; and each of its
+  eval-time variants (`eval_variants`), stored as `<run>@<label>`. A variant's
+  `runs/<name>.json` says `variant_of` its run.
 
   Args:
     workdirs: trained workdirs.
     names: their run names.
     results_dir: the table folder (`results/<table>`).
+    variants: run name -> {label: `key=value` eval overrides} (`eval_variants`).
     **options: `evaluate.evaluate_runs`' options (lengths, batch_size, EvalOptions fields).
 
   Returns:
     Every run's records.
   """
-  def store(name, workdir, run_records, seconds):
-    results.write_run(results_dir, name, run_records, workdir=workdir, eval_seconds=seconds)
-
   records = []
-  default = not options.get("random_positions") and not options.get("overrides")
+  asked = bool(options.get("random_positions") or options.get("overrides"))
   for workdir, name in zip(workdirs, names):
-    both = default and len(results.record_names(name, workdir_lib.load_config(workdir))) > 1
-    for random_positions in (False, True) if both else (options.get("random_positions", False),):
+    def store(record_name, workdir, run_records, seconds, run=name):
+      results.write_run(results_dir, record_name, run_records, workdir=workdir,
+                        eval_seconds=seconds,
+                        info={"variant_of": run} if record_name != run else None)
+
+    plan = [options]
+    if not asked:
+      config = workdir_lib.load_config(workdir)
+      if randomized_lib.validation_positions(config.get("randomized")) is not None:
+        plan.append({**options, "random_positions": True})
+      plan += [{**options, "overrides": list(overrides), "variant": label}
+               for label, overrides in (variants or {}).get(name, {}).items()]
+    for run_options in plan:
       records += evaluate.evaluate_runs([workdir], None, names=[name], on_run=store,
-                                        **{**options, "random_positions": random_positions})
+                                        **run_options)
   return records
+
+
+def eval_variants(spec: str | types.ModuleType,
+                  runs: Sequence[tuple[str, ml_collections.ConfigDict]]
+                  ) -> dict[str, dict[str, list[str]]]:
+  """The eval-time variants a sweep config declares for its runs.
+
+  A sweep config file may define `get_eval_variants(config)` -> {label:
+  {dotted key: value}}: evaluations of a trained run with its config changed
+  at eval time only (e.g. RoPE scaling, `configs/ablations/extrapolation_methods.py`),
+  shown as rows `<run>@<label>` of the same table.
+
+  Args:
+    spec: the sweep config file (`"path.py[:arg]"`) or its module.
+    runs: (name, config) of the runs.
+
+  Returns:
+    run name -> {label: `key=value` overrides} (runs without variants left out).
+  """
+  module = load_module(split_config_spec(spec)[0]) if isinstance(spec, str) else spec
+  declare = getattr(module, "get_eval_variants", None)
+  out = {}
+  for name, config in runs if declare else ():
+    declared = declare(config)
+    if declared:
+      out[name] = {label: [f"{key}={value!r}" for key, value in overrides.items()]
+                   for label, overrides in declared.items()}
+  return out
 
 
 def _unfinished(workdir: str, config: ml_collections.ConfigDict) -> bool:

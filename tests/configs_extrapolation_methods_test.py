@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from relpos_jax import architectures
+from relpos_jax import evaluate
 from relpos_jax import sweep
 from relpos_jax.data import pipeline
 
@@ -34,11 +35,20 @@ def test_rope_eval_rows_load_the_rope_checkpoint_unchanged():
     init = lambda c: jax.eval_shape(architectures.make_model(c.model, vocab_size=vocab_size).init,
                                     jax.random.PRNGKey(0), tokens, tokens)
     rows = MODULE.rope_eval_overrides(task)
-    assert set(rows) == {"rope+pi", "rope+dynamic_ntk", "rope+yarn"}
+    assert set(rows) == {"pi", "dynamic_ntk", "yarn"}
     for overrides in rows.values():
       scaled = sweep.apply_overrides(config, overrides)
       assert scaled.model.position.scaling.factor == 2.0
       assert init(scaled) == init(config)
   add_rows = MODULE.rope_eval_overrides("add_index_hints")
-  assert add_rows["rope+dynamic_ntk"]["model.position.scaling.eval_length"] == 162
-  assert add_rows["rope+yarn"]["model.position.scaling.original_max_position"] == 82
+  assert add_rows["dynamic_ntk"]["model.position.scaling.eval_length"] == 162
+  assert add_rows["yarn"]["model.position.scaling.original_max_position"] == 82
+
+
+def test_the_sweep_declares_the_rope_rows_as_eval_variants_of_the_plain_rope_runs():
+  runs = sweep.expand(MODULE.get_config(), MODULE.get_sweep())
+  variants = sweep.eval_variants(MODULE, runs)
+  assert sorted(variants) == ["rope+add_index_hints", "rope+copy", "rope+reverse"]
+  for name, rows in variants.items():
+    expected = MODULE.rope_eval_overrides(name.split("+")[1])
+    assert {label: evaluate.parse_overrides(o) for label, o in rows.items()} == expected

@@ -221,7 +221,7 @@ def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
 
   evaluated = []
 
-  def evaluate_runs(workdirs, out_dir, *, names, on_run, random_positions, **options):
+  def evaluate_runs(workdirs, out_dir, *, names, on_run, random_positions=False, **options):
     name = names[0] + ("@random_positions" if random_positions else "")
     evaluated.append(name)
     records = [{"run": name, "seed": 0, "length": 30, "exact_match": 0.5}]
@@ -350,3 +350,47 @@ def test_train_py_applies_a_command_line_override_inside_a_swept_sub_config(tmp_
               "--workdir", str(tmp_path / "all"), "--config.model.position.num_buckets=16")
   assert proc.returncode == 1 and "Traceback" not in proc.stderr
   assert "error: --config.model.position.num_buckets: run(s) none+copy" in proc.stderr
+
+
+def test_eval_variants_are_evaluated_and_stored_as_rows_of_their_run(tmp_path, monkeypatch):
+  trained, _ = _fake_training(monkeypatch)
+  evaluated = []
+
+  def evaluate_runs(workdirs, out_dir, *, names, on_run, random_positions=False, overrides=(),
+                    variant=None, **options):
+    name = names[0] + (f"@{variant}" if variant else "")
+    evaluated.append((name, list(overrides)))
+    records = [{"run": name, "seed": 0, "length": 30, "exact_match": 0.5}]
+    on_run(name, workdirs[0], records, 1.0)
+    return records
+
+  monkeypatch.setattr(sweep.evaluate, "evaluate_runs", evaluate_runs)
+  monkeypatch.setattr(sweep.results, "write_table_report", lambda table_dir: [])
+  config = tmp_path / "table.py"
+  config.write_text(
+      f"from relpos_jax import sweep\n"
+      f"_SCHEMES = sweep.load_module({str(REPO / 'configs/ablations/schemes.py')!r})\n"
+      "def get_config(arg=None):\n"
+      "  return _SCHEMES.get_config('smoke,num_seeds=1,steps=2')\n"
+      "def get_sweep():\n"
+      "  return [{'model.position.num_buckets': 8}, {'model.position.num_buckets': 16}]\n"
+      "def get_eval_variants(config):\n"
+      "  if config.model.position.num_buckets != 16:\n"
+      "    return {}\n"
+      "  return {'wide': {'model.position.max_distance': 256}}\n")
+  table = tmp_path / "results" / "t"
+  sweep.run_sweep(str(config), str(tmp_path / "runs"), results_dir=str(table))
+  assert trained == ["num_buckets=8", "num_buckets=16"]
+  assert evaluated == [("num_buckets=8", []), ("num_buckets=16", []),
+                       ("num_buckets=16@wide", ["model.position.max_distance=256"])]
+  meta = json.loads((table / "table.json").read_text())
+  assert meta["eval_variants"] == {"num_buckets=16": ["wide"]}
+  info = json.loads((table / "runs" / "num_buckets=16@wide.json").read_text())
+  assert info["variant_of"] == "num_buckets=16"
+  assert sweep.results.table_status(str(table)) == (2, 2)
+  (table / "records" / "num_buckets=16@wide.jsonl").unlink()
+  assert sweep.results.table_status(str(table)) == (1, 2)
+  trained.clear()
+  evaluated.clear()
+  sweep.run_sweep(str(config), str(tmp_path / "runs"), results_dir=str(table))
+  assert trained == [] and [n for n, _ in evaluated] == ["num_buckets=16", "num_buckets=16@wide"]

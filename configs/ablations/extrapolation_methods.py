@@ -12,7 +12,10 @@ Training-time methods (one run each, 3 seeds trained together):
 Eval-time methods (no training: rows evaluated from the RoPE runs' checkpoints, whose
 parameters are unchanged by scaling): position interpolation (Chen et al. 2023),
 dynamic NTK and YaRN (Peng et al. 2023), scaled from the longest training sequence to
-the longest eval sequence (factor 2; `rope_eval_overrides(task)` gives the keys):
+the longest eval sequence (factor 2; `rope_eval_overrides(task)` gives the keys). The
+sweep's `get_eval_variants` declares them, so `--results_dir` evaluates and stores them
+as rows `rope+copy@pi`, `rope+copy@dynamic_ntk`, `rope+copy@yarn` (and the same for
+reverse and addition) as soon as the RoPE run is trained. By hand, e.g. for copy:
 
   python eval.py --workdir runs/extrapolation_methods/rope+copy \
       --override model.position.scaling.type=linear \
@@ -91,7 +94,7 @@ def addition_data() -> ml_collections.ConfigDict:
 
 
 def rope_eval_overrides(task: str) -> dict[str, dict[str, Any]]:
-  """The eval-time RoPE rows of `task`: row name -> `model.position.scaling.*` overrides.
+  """The eval-time RoPE rows of `task`: label -> `model.position.scaling.*` overrides.
 
   Positions a sequence spans: input, SEP and target (copy/reverse: 2n + 1 for n
   tokens; addition: n input tokens + SEP + n - 1 target tokens = 2n).
@@ -101,12 +104,19 @@ def rope_eval_overrides(task: str) -> dict[str, dict[str, Any]]:
   train, longest = span(data.max_train_length), span(max(data.eval_lengths))
   key = "model.position.scaling."
   return {
-      "rope+pi": {key + "type": "linear", key + "factor": ROPE_SCALING_FACTOR},
-      "rope+dynamic_ntk": {key + "type": "dynamic_ntk", key + "factor": ROPE_SCALING_FACTOR,
+      "pi": {key + "type": "linear", key + "factor": ROPE_SCALING_FACTOR},
+      "dynamic_ntk": {key + "type": "dynamic_ntk", key + "factor": ROPE_SCALING_FACTOR,
                            key + "original_max_position": train, key + "eval_length": longest},
-      "rope+yarn": {key + "type": "yarn", key + "factor": ROPE_SCALING_FACTOR,
+      "yarn": {key + "type": "yarn", key + "factor": ROPE_SCALING_FACTOR,
                     key + "original_max_position": train},
   }
+
+
+def get_eval_variants(config: ml_collections.ConfigDict) -> dict[str, dict[str, Any]]:
+  """The eval-time rows of a run (`sweep.eval_variants`): RoPE scaling of the plain RoPE runs."""
+  if config.model.position.name != "rope" or config.randomized.enabled:
+    return {}
+  return rope_eval_overrides(config.data.task)
 
 
 def get_sweep() -> list[dict]:
