@@ -57,13 +57,16 @@ results: $(STAMP)
 	$(PY) -m relpos_jax.results
 
 # Speed and memory of every positional scheme -> benchmarks/RESULTS.md (~25 min on 2 cores),
-# and HF T5 in PyTorch at the same shape when the optional extra is installed (make
-# install-peers); pass flags with BENCH_ARGS, e.g. make bench BENCH_ARGS="--schemes=none,t5
-# --lengths=64" or BENCH_ARGS=--parts=peers (see docs/performance.md).
+# and the peers when the optional extra is installed (make install-peers): HF T5 in PyTorch
+# at the same shape, and DeepMind's randomized_positional_encodings (also needs RPE_REPO=
+# a checkout of their code). Pass flags with BENCH_ARGS, e.g. make bench
+# BENCH_ARGS="--schemes=none,t5 --lengths=64" or BENCH_ARGS=--parts=peers
+# (see docs/performance.md).
 bench: $(STAMP)
 	$(PY) -m benchmarks.run $(BENCH_ARGS)
 
-# The optional extra of `make bench`: torch and transformers (benchmarks/peers.py).
+# The optional extra of `make bench`: torch and transformers (benchmarks/peers.py), dm-haiku
+# and the other dependencies of DeepMind's RPE code (benchmarks/peers_rpe.py).
 install-peers: $(STAMP)
 	$(PY) -m pip install -q -r benchmarks/requirements-peers.txt
 

@@ -105,19 +105,22 @@ def hf_decode(shape: schemes.Shape, inputs: np.ndarray) -> Callable[[], Any]:
   return run
 
 
-def interleave(ours: Callable[[], Any], theirs: Callable[[], Any], runs: int,
-               warmup: int = 1) -> tuple[list[float], list[float]]:
-  """Seconds of `runs` alternating runs (ours, theirs, ours, ...) after `warmup` of each."""
+def interleave(*fns: Callable[[], Any], runs: int, warmup: int = 1) -> tuple[list[float], ...]:
+  """Seconds of `runs` rounds of the `fns` in turn (a, b, ..., a, b, ...) after `warmup` rounds.
+
+  Returns:
+    One list of `runs` timings per function, in the order given.
+  """
   for _ in range(warmup):
-    ours()
-    theirs()
-  ours_s, theirs_s = [], []
+    for fn in fns:
+      fn()
+  seconds = tuple([] for _ in fns)
   for _ in range(max(runs, 1)):
-    for fn, seconds in ((ours, ours_s), (theirs, theirs_s)):
+    for fn, times in zip(fns, seconds):
       start = time.perf_counter()
       fn()
-      seconds.append(time.perf_counter() - start)
-  return ours_s, theirs_s
+      times.append(time.perf_counter() - start)
+  return seconds
 
 
 def measure(shape: schemes.Shape, B: int, L: int, *, runs: int, decode_runs: int,
@@ -138,7 +141,7 @@ def measure(shape: schemes.Shape, B: int, L: int, *, runs: int, decode_runs: int
 
   ours = schemes.compile_train_step(shape, OURS_SCHEME, B, L, tokens)
   theirs = hf_train_step(shape, tokens["inputs"], tokens["targets"])
-  record["ours_train_s"], record["theirs_train_s"] = interleave(ours.run, theirs, runs,
+  record["ours_train_s"], record["theirs_train_s"] = interleave(ours.run, theirs, runs=runs,
                                                                 warmup=2)
   log(f"peers  train  ours {1e3 * np.median(record['ours_train_s']):.1f} ms  "
       f"HF T5 {1e3 * np.median(record['theirs_train_s']):.1f} ms")
@@ -150,7 +153,7 @@ def measure(shape: schemes.Shape, B: int, L: int, *, runs: int, decode_runs: int
   if generated != L:
     raise RuntimeError(f"HF generate returned {generated} new tokens, not {L}")
   record["ours_decode_s"], record["theirs_decode_s"] = interleave(ours.run, theirs,
-                                                                  decode_runs)
+                                                                  runs=decode_runs)
   log(f"peers  decode ours {B * L / np.median(record['ours_decode_s']):.0f} tok/s  "
       f"HF T5 {B * L / np.median(record['theirs_decode_s']):.0f} tok/s")
   return record

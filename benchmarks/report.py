@@ -20,17 +20,25 @@ DECODE_COLUMNS = ("L", "batch", "new tokens", "scheme", "cached tok/s", "uncache
 SEEDS_COLUMNS = ("seeds", "step ms", "× 1 seed", "ms per seed-step")
 PEERS_TITLE = "This project vs HF T5 (PyTorch eager)"
 PEERS_COLUMNS = ("", "this project (JAX)", "HF T5 (PyTorch eager)", "this project's speed-up")
+RPE_TITLE = "This project vs DeepMind's randomized_positional_encodings"
+RPE_COLUMNS = ("this project", "theirs", "ours 1 seed ms", "ours N seeds ms",
+               "ours per seed ms", "theirs ms", "1 seed ÷ theirs", "per seed ÷ theirs")
 
 # Why a target can miss on this machine (shown beside a missed target).
 BOUNDS = {
     "train": f"bounded by XLA:CPU code generation, not by the model code: see [docs]({DOCS})",
     "decode": f"memory- and single-core-bound steps: see [docs]({DOCS})",
     "seeds": f"one replica already uses both cores as fully as several do: see [docs]({DOCS})",
+    "rpe": f"the step is compute-bound on 2 cores, so N seeds cost nearly N× one: see "
+           f"[docs]({DOCS}#this-project-vs-deepminds-randomized_positional_encodings)",
 }
 # Same-run ratios against HF T5 in PyTorch (float32, eager): the most our step may take
 # relative to HF's, per compute dtype of ours, and the least our decoding rate may reach.
 PEER_STEP_LIMIT = {"float32": 1.2, "bfloat16": 0.8}
 PEER_DECODE_LIMIT = 2.0
+# Issue #14: our train step per seed (N seeds in one vmapped step, / N) at most this
+# fraction of the update of DeepMind's randomized_positional_encodings, same size.
+RPE_PER_SEED_LIMIT = 0.6
 
 
 def fmt(x, spec=".1f", none="—"):
@@ -146,6 +154,62 @@ def peers_section(record: dict, machine: dict) -> list[str]:
   return lines
 
 
+def rpe_figures(row: dict, num_seeds: int) -> dict[str, float]:
+  """Medians of one pair of an rpe record (seconds) and its two ratios to theirs."""
+  f = {k: float(np.median(row[k])) for k in ("ours_1_s", "ours_n_s", "theirs_s")}
+  f["ours_per_seed_s"] = f["ours_n_s"] / num_seeds
+  f["one_ratio"] = f["ours_1_s"] / f["theirs_s"]
+  f["per_seed_ratio"] = f["ours_per_seed_s"] / f["theirs_s"]
+  return f
+
+
+def rpe_section(record: dict, machine: dict) -> list[str]:
+  """The comparison with DeepMind's randomized_positional_encodings, or why it was skipped."""
+  lines = [f"## {RPE_TITLE}", ""]
+  if "skipped" in record:
+    return lines + [
+        f"Skipped: {record['skipped']}. It is optional: install dm-haiku and the other "
+        "dependencies of their code (`pip install -r benchmarks/requirements-peers.txt`, or "
+        "`make install-peers`), check out "
+        "https://github.com/google-deepmind/randomized_positional_encodings, then run "
+        "`python -m benchmarks.run --parts=rpe --rpe_repo PATH` (or set `RPE_REPO=PATH`).", ""]
+  n, rows = record["num_seeds"], record["pairs"]
+  commit = record.get("commit") or (f"the checkout is not a git work tree; this benchmark "
+                                    f"follows commit {record['commit_read'][:12]}")
+  text = (
+      f"Their code: {record['url']} ({commit}), imported from a local checkout, dm-haiku "
+      f"{record['haiku']}. Timed: their jitted `experiments/training.py:_update_parameters` "
+      "(forward + backward + `clip_by_global_norm(1.0)` + `adam(1e-3)`) of their "
+      "`transformer_encoder` wrapped by `make_model_with_empty_targets` (bidirectional; the "
+      f"input tape, then L empty output cells), on `{record['task']}` batches sampled before "
+      "timing and cycled through (sampling is not timed); ours, `jit(vmap(train_step))` as "
+      f"`train_and_evaluate` runs it, for 1 seed and for {n} seeds, of the decoder-only "
+      f"model (`{record['config']}`: causal, `input SEP target`) on its step-0 copy batch. ")
+  if rows:
+    size, first = rows[0]["size"], rows[0]
+    layers = f"{size['num_layers']} layer" + "s" * (size["num_layers"] != 1)
+    text += (
+        f"Both: {layers}, d_model {size['d_model']}, {size['num_heads']} heads of "
+        f"{size['head_dim']}, d_ff {size['d_ff']}, dropout {size['dropout']:g}, batch "
+        f"{size['batch']}, L = {size['L']} ({first['theirs_tokens']} tokens per row theirs, "
+        f"{first['ours_tokens']} ours); randomized positions (ours) and noisy encodings "
+        f"(theirs) drawn from a range of {size['max_random_position']}. ")
+  text += (
+      f"Same run, on {machine['cores']} cores: each of {record['runs']} rounds (after "
+      f"{record['warmup']} warm-up rounds) runs our 1-seed step, our {n}-seed step and their "
+      "update once each; medians. Per seed = the N-seed step ÷ N. What else differs between "
+      f"the two: [docs]({DOCS}#this-project-vs-deepminds-randomized_positional_encodings).")
+  table = []
+  for row in rows:
+    f = rpe_figures(row, n)
+    table.append([f"`{row['ours']}`", f"`{row['theirs']}`", fmt(1e3 * f["ours_1_s"]),
+                  fmt(1e3 * f["ours_n_s"]), fmt(1e3 * f["ours_per_seed_s"]),
+                  fmt(1e3 * f["theirs_s"]), fmt(f["one_ratio"], ".2f") + "×",
+                  fmt(f["per_seed_ratio"], ".2f") + "×"])
+  columns = tuple(c.replace("N seeds", f"{n} seeds") for c in RPE_COLUMNS)
+  return lines + [text, "", markdown_table(columns, table)]
+
+
 def targets(results: dict) -> list[tuple[str, str, bool, str]]:
   """(target, measured, holds, why it can miss) for each of the issue's targets covered."""
   train, dec, seeds = results["train"], results["decode"], results["seeds"]
@@ -198,6 +262,15 @@ def targets(results: dict) -> list[tuple[str, str, bool, str]]:
     out.append((f"cached decoding ({dtype}), {peer['new_tokens']} new tokens: ≥ "
                 f"{PEER_DECODE_LIMIT:g}× HF T5's generate", f"{speedup:.2f}×",
                 speedup >= PEER_DECODE_LIMIT, BOUNDS["decode"]))
+  rpe = results.get("rpe")
+  if rpe and "skipped" not in rpe:
+    for row in rpe["pairs"]:
+      f = rpe_figures(row, rpe["num_seeds"])
+      out.append((f"train step per seed ({rpe['num_seeds']} seeds vmapped), {row['ours']}, "
+                  f"{row['ours_tokens']} tokens: ≤ {RPE_PER_SEED_LIMIT:g}× the update of "
+                  f"DeepMind's RPE code ({row['theirs']}, {row['theirs_tokens']} tokens)",
+                  f"{f['per_seed_ratio']:.2f}×", f["per_seed_ratio"] <= RPE_PER_SEED_LIMIT,
+                  BOUNDS["rpe"]))
   if len(seeds) > 1:
     ratio = relative_time(seeds[-1], seeds[0])
     out.append((f"{settings['num_seeds']} seeds in one vmapped step: ≤ 2× one seed",
@@ -220,6 +293,10 @@ def _machine(results: dict) -> list[str]:
     lines.append(f"* Peer: torch {peers['torch']} ({peers['torch_threads']} intra-op, "
                  f"{peers['torch_interop_threads']} inter-op threads), transformers "
                  f"{peers['transformers']}")
+  rpe = results.get("rpe")
+  if rpe and "skipped" not in rpe:
+    lines.append(f"* RPE peer: dm-haiku {rpe['haiku']}, their code from {rpe['url']} at "
+                 f"{rpe.get('commit') or 'a commit unknown here (not a git work tree)'}")
   lines.append(f"* Load average (1, 5, 15 min) at start: {info['load_start']}; at end: "
                f"{info['load_end']}")
   if rates:
@@ -234,21 +311,21 @@ def _setup(results: dict) -> list[str]:
   """The Setup section: the settings the figures were measured with."""
   s = results["settings"]
   shape = schemes.Shape(**s["shape"])
-  lines = [
-      "## Setup", "",
-      f"* Model: encoder-decoder, d_model {shape.d_model}, {shape.num_heads} heads of "
-      f"{shape.head_dim}, {shape.num_encoder_layers} encoder + {shape.num_decoder_layers} "
-      f"decoder layers, d_ff {shape.d_ff}, vocab {shape.vocab_size}, {shape.dtype} compute "
-      "(float32 parameters), RMSNorm, tied "
-      "embeddings; each scheme with its default config (a `learned` table grown to L rows); "
-      "AdamW (`optim.make_optimizer`: warmup + cosine, global-norm clipping).",
-  ]
-  if s["lengths"]:
-    batches = ", ".join(f"L={L}: {schemes.batch_at(s['batch'], s['tokens_per_batch'], L)}"
-                        for L in s["lengths"])
-    lines.append(f"* Lengths L (source = target): {', '.join(map(str, s['lengths']))}. "
-                 f"Batch: {batches} (`--batch={s['batch']}`, cut to about "
-                 f"`--tokens_per_batch={s['tokens_per_batch']}` tokens at longer lengths).")
+  lines = ["## Setup", ""]
+  if {"schemes", "peers"} & set(s["parts"]):  # the seeds and rpe parts have their own models
+    lines.append(
+        f"* Model: encoder-decoder, d_model {shape.d_model}, {shape.num_heads} heads of "
+        f"{shape.head_dim}, {shape.num_encoder_layers} encoder + {shape.num_decoder_layers} "
+        f"decoder layers, d_ff {shape.d_ff}, vocab {shape.vocab_size}, {shape.dtype} compute "
+        "(float32 parameters), RMSNorm, tied "
+        "embeddings; each scheme with its default config (a `learned` table grown to L rows); "
+        "AdamW (`optim.make_optimizer`: warmup + cosine, global-norm clipping).")
+    if s["lengths"]:
+      batches = ", ".join(f"L={L}: {schemes.batch_at(s['batch'], s['tokens_per_batch'], L)}"
+                          for L in s["lengths"])
+      lines.append(f"* Lengths L (source = target): {', '.join(map(str, s['lengths']))}. "
+                   f"Batch: {batches} (`--batch={s['batch']}`, cut to about "
+                   f"`--tokens_per_batch={s['tokens_per_batch']}` tokens at longer lengths).")
   if "schemes" in s["parts"]:
     lines += [
         f"* Train step: median of {s['runs']} timed runs after a warm-up; "
@@ -292,4 +369,6 @@ def render(results: dict) -> str:
               f"median of {s['seeds_runs']} steps.", "", seeds_table(seeds)]
   if results.get("peers"):
     lines += peers_section(results["peers"], results["info"])
+  if results.get("rpe"):
+    lines += rpe_section(results["rpe"], results["info"])
   return "\n".join(lines).rstrip("\n") + "\n"

@@ -3,6 +3,7 @@
   make bench                                    # everything (~15 min on 2 cores)
   make bench BENCH_ARGS="--schemes=none,t5 --lengths=64"
   python -m benchmarks.run --parts=peers        # only this project vs HF T5 (PyTorch)
+  python -m benchmarks.run --parts=rpe --rpe_repo=PATH  # vs DeepMind's RPE code (Haiku)
   python -m benchmarks.run --quick --out=/tmp/results.md     # tiny shapes, a smoke test
   python -m benchmarks.run --json=/tmp/r.json   # also keep the raw records
   python -m benchmarks.run --render_from=/tmp/r.json         # re-render them, no measuring
@@ -11,7 +12,11 @@ Parts (`--parts`): `schemes`, the train step and greedy decoding of every
 positional scheme at every length (benchmarks/schemes.py); `seeds`, several seeds
 in one vmapped step; `peers`, HuggingFace's T5 in PyTorch at the same shape, timed
 alternately with ours (benchmarks/peers.py; skipped with a note when torch and
-transformers are not installed). One process measures everything, then
+transformers are not installed); `rpe`, the update of DeepMind's
+randomized_positional_encodings (Haiku, imported from a checkout: `--rpe_repo`
+or $RPE_REPO) against our 1-seed and N-seed train steps at the Kazemnejad size
+(benchmarks/peers_rpe.py; skipped with a note without haiku or a checkout).
+One process measures everything, then
 benchmarks/report.py renders the records. What each figure is: docs/performance.md.
 """
 
@@ -31,12 +36,13 @@ from absl import flags
 import jax
 
 from benchmarks import peers
+from benchmarks import peers_rpe
 from benchmarks import report
 from benchmarks import schemes as schemes_lib
 from relpos_jax import positions
 
 DEFAULT_OUT = os.path.join(schemes_lib.REPO, "benchmarks", "RESULTS.md")
-PARTS = ("schemes", "seeds", "peers")
+PARTS = ("schemes", "seeds", "peers", "rpe")
 OUTPUT_FLAGS = ("out", "json", "render_from")  # where a run goes, not what it measures
 
 
@@ -63,6 +69,10 @@ class Settings:
   peer_runs: int = 7
   peer_decode_runs: int = 5
   peer_threads: int = 0
+  rpe_repo: str = dataclasses.field(default_factory=lambda: os.environ.get("RPE_REPO", ""))
+  rpe_runs: int = 20
+  rpe_seeds: int = 3
+  rpe_size_arg: str = ""
   quick: bool = False
 
   def batch_at(self, length: int) -> int:
@@ -74,7 +84,8 @@ QUICK = dict(schemes="none,shaw", decode_schemes="none", lengths="8", batch=4,
              tokens_per_batch=32, d_model=16, num_heads=2, head_dim=8, d_ff=32,
              num_encoder_layers=1, num_decoder_layers=1, vocab_size=16, runs=1, decode_runs=1,
              uncached_max_length=8, naive_time_max_length=0, seeds_config="smoke", num_seeds=2,
-             seeds_runs=2, matmul_size=256, peer_runs=1, peer_decode_runs=1)
+             seeds_runs=2, matmul_size=256, peer_runs=1, peer_decode_runs=1, rpe_runs=1,
+             rpe_seeds=2, rpe_size_arg="smoke")
 
 HELP = {
     "parts": f"what to measure, a comma list of: {', '.join(PARTS)}",
@@ -97,6 +108,13 @@ HELP = {
     "peer_runs": "timed train steps of each side in the HF T5 comparison (alternating)",
     "peer_decode_runs": "timed decodings of each side in the HF T5 comparison (alternating)",
     "peer_threads": "torch.set_num_threads for the peer (0: the cores XLA uses)",
+    "rpe_repo": "a checkout of github.com/google-deepmind/randomized_positional_encodings, "
+                "any directory name (default: $RPE_REPO; none: the rpe part is skipped)",
+    "rpe_runs": "timed rounds per pair in the RPE comparison (each: our 1-seed step, our "
+                "N-seed step, their update)",
+    "rpe_seeds": "N of our vmapped N-seed step in the RPE comparison",
+    "rpe_size_arg": f"appended to every pair's {peers_rpe.CONFIG} argument (`smoke`: 1 "
+                    "layer, d_model 16)",
     "quick": "tiny shapes, two schemes, one timed run: a smoke test",
 }
 
@@ -224,7 +242,7 @@ def measure(settings: Settings, argv: list[str] | None = None,
   log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
   start = time.perf_counter()
   info = machine()
-  train, dec, seeds, rates, peer = [], [], [], [], None
+  train, dec, seeds, rates, peer, rpe = [], [], [], [], None, None
   if {"schemes", "seeds"} & set(settings.parts):
     clock = schemes_lib.Clock(settings.matmul_size)
     if "schemes" in settings.parts:
@@ -241,10 +259,15 @@ def measure(settings: Settings, argv: list[str] | None = None,
                          threads=settings.peer_threads or None, log=log)
     if "skipped" in peer:
       log(f"peers  skipped: {peer['skipped']}")
+  if "rpe" in settings.parts:
+    rpe = peers_rpe.measure(settings.rpe_repo, num_seeds=settings.rpe_seeds,
+                            runs=settings.rpe_runs, size_arg=settings.rpe_size_arg, log=log)
+    if "skipped" in rpe:
+      log(f"rpe    skipped: {rpe['skipped']}")
   info["load_end"] = "%.2f %.2f %.2f" % os.getloadavg()
   return {"argv": list(argv or []), "settings": dataclasses.asdict(settings),
           "date": f"{datetime.datetime.now():%Y-%m-%d %H:%M}", "info": info,
-          "train": train, "decode": dec, "seeds": seeds, "peers": peer,
+          "train": train, "decode": dec, "seeds": seeds, "peers": peer, "rpe": rpe,
           "matmul_rates": rates, "seconds": time.perf_counter() - start}
 
 

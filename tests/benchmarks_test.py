@@ -179,8 +179,12 @@ def test_quick_run_writes_every_table(tmp_path):
     assert _header(text, report.PEERS_TITLE) == list(report.PEERS_COLUMNS)
 
 
-def test_only_the_peers_module_imports_torch():
-  """torch and transformers stay an optional extra of the benchmark."""
+@pytest.mark.parametrize("packages, importer", [
+    (("torch", "transformers"), "benchmarks/peers.py"),
+    (("haiku", "randomized_positional_encodings"), "benchmarks/peers_rpe.py")])
+def test_only_the_peer_modules_import_the_peers(packages, importer):
+  """The peers' libraries (torch, transformers; dm-haiku and DeepMind's RPE code) stay an
+  optional extra of the benchmark, each imported by its one module."""
   root = pathlib.Path(__file__).resolve().parents[1]
   importers = set()
   for path in [*root.glob("relpos_jax/**/*.py"), *root.glob("benchmarks/*.py"),
@@ -188,6 +192,6 @@ def test_only_the_peers_module_imports_torch():
     for node in ast.walk(ast.parse(path.read_text())):
       names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-      if any(n.split(".")[0] in ("torch", "transformers") for n in names):
+      if any(n.split(".")[0] in packages for n in names):
         importers.add(path.relative_to(root).as_posix())
-  assert importers == {"benchmarks/peers.py"}
+  assert importers == {importer}
