@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import inspect
 import json
 import os
 import re
@@ -125,7 +126,9 @@ def load_sweep(spec: str | types.ModuleType,
     arg: the `get_config` argument when `spec` is a module (or has no `:arg`).
 
   Returns:
-    `(get_config(arg), get_sweep())`.
+    `(get_config(arg), get_sweep())`; a `get_sweep` that takes an argument is
+    given `arg` too (for overrides that depend on the base config, e.g. a
+    multiple of its `num_steps`).
 
   Raises:
     ValueError: the file defines no `get_sweep`.
@@ -137,7 +140,9 @@ def load_sweep(spec: str | types.ModuleType,
   if not hasattr(module, "get_sweep"):
     raise ValueError(f"{getattr(module, '__file__', module)} defines no get_sweep(); a sweep "
                      "config needs one (see configs/ablations/).")
-  return module.get_config(arg), [dict(o) for o in module.get_sweep()]
+  takes_arg = bool(inspect.signature(module.get_sweep).parameters)
+  sweep_list = module.get_sweep(arg) if takes_arg else module.get_sweep()
+  return module.get_config(arg), [dict(o) for o in sweep_list]
 
 
 def is_sweep_config(spec: str) -> bool:

@@ -105,14 +105,19 @@ def test_schemes_sweep_is_every_scheme_on_every_task():
 
 def test_randomized_sweep_has_both_arms_per_scheme():
   module = sweep.load_module(str(CONFIGS / "ablations/randomized.py"))
-  runs = dict(sweep.expand(module.get_config(), module.get_sweep()))
+  runs = dict(sweep.expand(*sweep.load_sweep(str(CONFIGS / "ablations/randomized.py"))))
   for scheme in positions.SCHEMES:
     for task in ("copy", "reverse"):
-      plain, randomized = runs[f"{scheme}+{task}"], runs[f"{scheme}+randomized+{task}"]
+      plain = runs[f"{scheme}+{task}"]
+      randomized = runs[f"{scheme}+randomized+{task}+num_steps=5000"]
       assert not plain.randomized.enabled and randomized.randomized.enabled
       assert plain.data.task == randomized.data.task == task
-  learned = runs["learned+randomized+copy"]
+      assert (plain.num_steps, randomized.num_steps) == (2500, 5000)
+  learned = runs["learned+randomized+copy+num_steps=5000"]
   assert learned.model.position.max_len >= learned.randomized.max_random_position
+  # the randomized arm's budget follows the base config's (`steps`, `smoke`)
+  _, overrides = sweep.load_sweep(str(CONFIGS / "ablations/randomized.py") + ":smoke,steps=3")
+  assert {o.get("num_steps") for o in overrides} == {None, 6}
 
 
 def test_shaw_clipping_and_t5_grids():
