@@ -36,6 +36,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import dropout as dropout_lib
 from relpos_jax.positions import base
 
 Array = jax.Array
@@ -79,7 +80,7 @@ def dot_product_attention(q_BxQxHxE: Array, k_BxKxHxE: Array, v_BxKxHxE: Array,
     qpos_BxQ, kpos_BxK: int positions (unused when `scheme` is None).
     mask_BxQxK: True where query i may attend to key j (None: everywhere).
     scheme: the positional scheme, or None (cross-attention).
-    dropout: an `nn.Dropout` applied to the weights, or None.
+    dropout: a dropout (`dropout_lib.Dropout`) applied to the weights, or None.
     length_scale_train_keys: n_train of `length_scale` (0: no length scaling).
 
   Returns:
@@ -161,7 +162,7 @@ class Attention(nn.Module):
     self.value = dense("value")
     self.out = nn.DenseGeneral(self.d_model, axis=(-2, -1), use_bias=False, dtype=self.dtype,
                                param_dtype=jnp.float32, name="out")
-    self.dropout = nn.Dropout(self.dropout_rate)
+    self.dropout = dropout_lib.Dropout(self.dropout_rate)
     self.cache = KVCache()
 
   def project_kv(self, x_BxKxD: Array) -> tuple[Array, Array]:

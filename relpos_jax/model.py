@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from relpos_jax import attention
+from relpos_jax import dropout as dropout_lib
 from relpos_jax import positions
 from relpos_jax.data import vocab
 
@@ -76,7 +77,7 @@ class Mlp(nn.Module):
   def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
     dense = lambda n, name: nn.Dense(n, dtype=self.dtype, param_dtype=jnp.float32, name=name)
     h_BxLxF = nn.gelu(dense(self.d_ff, "wi")(x_BxLxD))
-    h_BxLxF = nn.Dropout(self.dropout_rate)(h_BxLxF, deterministic=deterministic)
+    h_BxLxF = dropout_lib.Dropout(self.dropout_rate)(h_BxLxF, deterministic=deterministic)
     return dense(self.d_model, "wo")(h_BxLxF)
 
 
@@ -106,7 +107,7 @@ class Block(nn.Module):
       self.cross_attention = attn(None, "cross_attention")
     self.mlp_norm = norm()
     self.mlp = Mlp(self.d_model, self.d_ff, self.dropout_rate, self.dtype)
-    self.dropout = nn.Dropout(self.dropout_rate)
+    self.dropout = dropout_lib.Dropout(self.dropout_rate)
 
   def __call__(self, x_BxLxD, pos_BxL, mask_BxLxL, cross_kv=None, cross_mask_BxLxS=None,
                decode=False, deterministic=True):
@@ -166,7 +167,7 @@ class Stack(nn.Module):
               name=f"layer_{i}")
         for i in range(self.num_layers)]
     self.final_norm = make_norm(self.norm, self.dtype)
-    self.dropout = nn.Dropout(self.dropout_rate)
+    self.dropout = dropout_lib.Dropout(self.dropout_rate)
 
   def cross_kv(self, enc_BxSxD: Array) -> list[tuple[Array, Array]]:
     """Each layer's cross-attention keys and values of the encoder output (head-major)."""
