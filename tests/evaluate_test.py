@@ -330,7 +330,9 @@ def test_random_position_eval_scores_the_batch_at_its_sample(arch):
 
 
 def test_validation_at_random_positions_decodes_each_batch_at_its_own_sample():
-  dataset, model, params = _smoke_model("encoder_decoder")
+  _, model, params = _smoke_model("encoder_decoder")
+  config = DEFAULT.get_config("smoke,scheme=t5")
+  dataset = pipeline.make_dataset(seed=0, **{**config.data, "num_validation_examples": 48})
   record = evaluate.validation_record(model, params, dataset, batch_size=16,
                                       random_positions=64, seed=5)
   parts = [evaluate.evaluate_batch(model, params, batch, positions=evaluate.RandomPositions(
