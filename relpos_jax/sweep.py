@@ -516,7 +516,8 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     if results_dir and results.has_records(results_dir, name, run_config,
                                            list(variants.get(name, {}))):
       return True
-    found = reuse_root and results.find_identical_run(
+    # A run with eval-time variants is trained here: a copy would lack their records.
+    found = reuse_root and not variants.get(name) and results.find_identical_run(
         reuse_root, workdir_lib.config_json(run_config), exclude=results_dir)
     return found or False
 
