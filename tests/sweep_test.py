@@ -214,22 +214,29 @@ def test_a_run_dir_of_another_config_is_an_error(tmp_path, monkeypatch):
                     only=["t5+copy"], run_eval=False)
 
 
-def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
-    tmp_path, monkeypatch, caplog):
-  caplog.set_level(logging.INFO)
-  trained, _ = _fake_training(monkeypatch)
-
+def _fake_results_eval(monkeypatch):
+  """Fakes a results sweep's per-run evaluation; returns its log of (record name, overrides)."""
   evaluated = []
 
-  def evaluate_runs(workdirs, out_dir, *, names, on_run, random_positions=False, **options):
-    name = names[0] + ("@random_positions" if random_positions else "")
-    evaluated.append(name)
+  def evaluate_runs(workdirs, out_dir, *, names, on_run, random_positions=False, overrides=(),
+                    variant=None, **options):
+    name = (names[0] + ("@random_positions" if random_positions else "")
+            + (f"@{variant}" if variant else ""))
+    evaluated.append((name, list(overrides)))
     records = [{"run": name, "seed": 0, "length": 30, "exact_match": 0.5}]
     on_run(name, workdirs[0], records, 1.0)
     return records
 
   monkeypatch.setattr(sweep.evaluate, "evaluate_runs", evaluate_runs)
   monkeypatch.setattr(sweep.results, "write_table_report", lambda table_dir: [])
+  return evaluated
+
+
+def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
+    tmp_path, monkeypatch, caplog):
+  caplog.set_level(logging.INFO)
+  trained, _ = _fake_training(monkeypatch)
+  evaluated = _fake_results_eval(monkeypatch)
   root = tmp_path / "results"
   sweep.run_sweep(SCHEMES_SMOKE, str(tmp_path / "schemes"), results_dir=str(root / "schemes"),
                   only=["t5+copy", "learned+copy"])
@@ -261,8 +268,8 @@ def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
   evaluated.clear()
   sweep.run_sweep(randomized, str(tmp_path / "randomized"), results_dir=str(root / "randomized"),
                   only=["t5+copy", "t5+randomized+copy+num_steps=4", "learned+copy"])
-  assert trained == [] and evaluated == ["t5+randomized+copy+num_steps=4",
-                                         "t5+randomized+copy+num_steps=4@random_positions"]
+  assert trained == [] and [n for n, _ in evaluated] == [
+      "t5+randomized+copy+num_steps=4", "t5+randomized+copy+num_steps=4@random_positions"]
   (root / "randomized" / "records" / "t5+copy.jsonl").unlink()
   trained.clear()
   sweep.run_sweep(randomized, str(tmp_path / "randomized"), results_dir=str(root / "randomized"),
@@ -356,18 +363,7 @@ def test_train_py_applies_a_command_line_override_inside_a_swept_sub_config(tmp_
 
 def test_eval_variants_are_evaluated_and_stored_as_rows_of_their_run(tmp_path, monkeypatch):
   trained, _ = _fake_training(monkeypatch)
-  evaluated = []
-
-  def evaluate_runs(workdirs, out_dir, *, names, on_run, random_positions=False, overrides=(),
-                    variant=None, **options):
-    name = names[0] + (f"@{variant}" if variant else "")
-    evaluated.append((name, list(overrides)))
-    records = [{"run": name, "seed": 0, "length": 30, "exact_match": 0.5}]
-    on_run(name, workdirs[0], records, 1.0)
-    return records
-
-  monkeypatch.setattr(sweep.evaluate, "evaluate_runs", evaluate_runs)
-  monkeypatch.setattr(sweep.results, "write_table_report", lambda table_dir: [])
+  evaluated = _fake_results_eval(monkeypatch)
   config = tmp_path / "table.py"
   config.write_text(
       f"from relpos_jax import sweep\n"
