@@ -15,14 +15,11 @@ particular model is assumed.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from matplotlib import figure as figure_lib
-from matplotlib import lines as lines_lib
-from matplotlib.backends import backend_agg
 import numpy as np
 
 from relpos_jax import tables
@@ -30,6 +27,10 @@ from relpos_jax.positions import base
 from relpos_jax.positions import shaw
 from relpos_jax.positions import sinusoidal
 from relpos_jax.positions import t5
+
+if TYPE_CHECKING:  # matplotlib itself is imported where a figure is drawn (`_figure`)
+  from matplotlib import figure as figure_lib
+  from matplotlib import lines as lines_lib
 
 Record = tables.Record
 Path = tuple[str, ...]
@@ -63,8 +64,8 @@ def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
   for i, (run, recs) in enumerate(groups.items()):
     color = f"C{i % 10}"
     seeds = tables.num_seeds(recs)
-    run_handles.append(lines_lib.Line2D([], [], color=color, marker="o", markersize=3,
-                                        label=run if seeds == 1 else f"{run} ({seeds} seeds)"))
+    run_handles.append(_legend_line(color=color, marker="o", markersize=3,
+                                    label=run if seeds == 1 else f"{run} ({seeds} seeds)"))
     for ax, metric in ((ax_exact, "exact_match"), (ax_token, "token_accuracy")):
       _curve(ax, recs, metric, color, "-", band=True)
       if has_oracle:
@@ -91,8 +92,8 @@ def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
   if has_oracle:
     greedy.append(_style("--", "oracle length"))
   if any(r.get("error") for r in records):
-    greedy.append(lines_lib.Line2D([], [], color="black", marker="x", linestyle="none",
-                                   label="not representable"))
+    greedy.append(_legend_line(color="black", marker="x", linestyle="none",
+                               label="not representable"))
   ax_exact.legend(handles=greedy + _training_handle(), fontsize=7, loc="best")
   ax_anatomy.legend(handles=[_style("-", "pure stopping error"), _style("--", "too short"),
                              _style(":", "too long")], fontsize=7, loc="best")
@@ -140,7 +141,13 @@ def _training_handle() -> list[Any]:
 
 def _style(linestyle: str, label: str) -> lines_lib.Line2D:
   """A black legend line explaining a line style."""
-  return lines_lib.Line2D([], [], color="black", linestyle=linestyle, linewidth=1.2, label=label)
+  return _legend_line(color="black", linestyle=linestyle, linewidth=1.2, label=label)
+
+
+def _legend_line(**style: Any) -> lines_lib.Line2D:
+  """A line with no data, for a legend entry."""
+  from matplotlib import lines  # pylint: disable=g-import-not-at-top  (see `_figure`)
+  return lines.Line2D([], [], **style)
 
 
 # ------------------------------------------------------------ scheme modules
@@ -377,6 +384,13 @@ def encoding_heatmap(path: str, *, num_positions: int = 128, dim: int = 64,
 
 def _figure(width: float, height: float) -> figure_lib.Figure:
   """A figure on an Agg canvas."""
+  # Imported here, not at the top: matplotlib takes ~0.6 s to import, and every
+  # train.py and eval.py process imports this module (through `report`) whether or
+  # not it draws.
+  # pylint: disable=g-import-not-at-top
+  from matplotlib import figure as figure_lib
+  from matplotlib.backends import backend_agg
+  # pylint: enable=g-import-not-at-top
   fig = figure_lib.Figure(figsize=(width, height), layout="constrained")
   backend_agg.FigureCanvasAgg(fig)
   return fig
