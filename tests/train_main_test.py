@@ -55,8 +55,8 @@ def test_bad_overrides_fail_at_once_with_the_flag_message(tmp_path):
 
 
 def test_kill_9_mid_run_then_restart_finishes_from_the_last_checkpoint(tmp_path):
-  flags = ["--config", "configs/default.py:smoke,steps=100", "--config.log_every=10",
-           "--config.checkpoint_every=10", "--config.eval_every=1000",
+  flags = ["--config", "configs/default.py:smoke,steps=200", "--config.log_every=20",
+           "--config.checkpoint_every=20", "--config.eval_every=1000",
            "--config.keep_checkpoints=3"]
   cmd = [sys.executable, str(ROOT / "train.py"), "--workdir", str(tmp_path), *flags]
   proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -68,12 +68,12 @@ def test_kill_9_mid_run_then_restart_finishes_from_the_last_checkpoint(tmp_path)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
   saved = max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
-  assert 40 <= saved < 100, saved
+  assert 40 <= saved < 200, saved
   done = _train(tmp_path, *flags)
   assert done.returncode == 0, done.stderr[-3000:]
   assert f"resuming {tmp_path} from step" in done.stderr
   steps = [r["step"] for r in _records(tmp_path)]
-  assert steps == list(range(10, 101, 10)), steps  # nothing lost, nothing twice
+  assert steps == list(range(20, 201, 20)), steps  # nothing lost, nothing twice
   assert not list(ckpts.glob("*tmp*"))
   # The same run uninterrupted ends in the same place.
   fresh = _train(tmp_path / "fresh", *flags)
