@@ -43,6 +43,10 @@ PARTIAL = "‡"
 UNCONVERGED = "†"
 MULTIPLES = (1.5, 2.0, 4.0)
 MULTIPLE_TOLERANCE = 0.15  # a length within 15% of m·L stands for "m×"
+# Float fields fixed per (run, seed) when its checkpoint is picked, repeated in every
+# length's record: not metrics over length, so tables give them once per run.
+RUN_FIELDS = ("valid_exact_match", "valid_token_accuracy", "best_valid_exact_match",
+              "converged_at")
 IN_DIST, EXTRAP, POOLED = "in-dist", "extrap", "pooled"
 METRIC_NAMES = {
     "exact_match": "Exact match (greedy decoding; every target token and the EOS right)",
@@ -117,10 +121,11 @@ def task_suffix(records: Sequence[Record]) -> str:
 
 
 def metric_keys(records: Sequence[Record]) -> list[str]:
-  """The metrics in the records: their float-valued keys, in record order."""
+  """The metrics in the records: their float-valued keys but `RUN_FIELDS`, in record order."""
   keys: list[str] = []
   for record in records:
-    keys += [k for k, v in record.items() if isinstance(v, float) and k not in keys]
+    keys += [k for k, v in record.items()
+             if isinstance(v, float) and k not in keys and k not in RUN_FIELDS]
   return keys
 
 
@@ -417,10 +422,9 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
 
 def _valid_legend(records: Sequence[Record]) -> str:
   """What the `valid` and `conv.` columns measured, from the records' validation fields."""
-  thresholds = sorted({float(r["converged_at"]) for r in records if r.get("converged_at")})
   rules = sorted({str(r["checkpoint_rule"]) for r in records if r.get("checkpoint_rule")})
   sources = sorted({str(r["valid_source"]) for r in records if r.get("valid_source")})
-  threshold = " or ".join(f"{t:g}" for t in thresholds) or "converged_at"
+  threshold = _thresholds(records) or "converged_at"
   text = (f"valid: exact match on the held-out validation set (disjoint from training) of the "
           f"evaluated checkpoint; conv.: seeds whose best validation exact match is ≥ "
           f"{threshold}.")
@@ -506,7 +510,9 @@ def write_csv(records: Sequence[Record], path: str) -> None:
   """Writes one row per run: every metric per length group and per length, mean and std.
 
   Columns: `run, scheme, task, seeds, min_train_length, max_train_length,
-  converged_seeds` (empty when the records do not say), the
+  converged_seeds, converged_at, valid_exact_match_mean, valid_exact_match_std`
+  (empty when the records do not say; the validation score of the evaluated
+  checkpoint, over seeds), the
   eval length standing for each multiple (`length_1.5x`, `length_2x`,
   `length_4x`; empty if none), then for each metric and each group (`in_dist`,
   `1.5x`, `2x`, `4x`, `extrap`, and `pooled` for rates) and each length (`L<n>`):
@@ -528,7 +534,8 @@ def write_csv(records: Sequence[Record], path: str) -> None:
   with open(path, "w", newline="") as f:
     writer = csv.writer(f)
     writer.writerow(["run", "scheme", "task", "seeds", "min_train_length", "max_train_length",
-                     "converged_seeds"]
+                     "converged_seeds", "converged_at", "valid_exact_match_mean",
+                     "valid_exact_match_std"]
                     + [f"length_{_csv_name(_multiple_label(m))}" for m in MULTIPLES]
                     + [f"{m}_{c}_{s}" for m in metrics for c in columns(m)
                        for s in ("mean", "std")])
@@ -538,7 +545,8 @@ def write_csv(records: Sequence[Record], path: str) -> None:
       counts = convergence(recs)
       row = [run, _scheme(recs), recs[0].get("task", ""), num_seeds(recs),
              min(int(r.get("min_train_length", 1)) for r in recs), _max_train_length(recs),
-             "" if counts is None else counts[0]]
+             "" if counts is None else counts[0], _thresholds(recs)]
+      row += _csv_stat(mean_std(seed_values(recs, "valid_exact_match")) + (False, False))
       row += [groups[_multiple_label(m)][0] if groups[_multiple_label(m)] else ""
               for m in MULTIPLES]
       for metric in metrics:
@@ -557,6 +565,12 @@ def write_csv(records: Sequence[Record], path: str) -> None:
           else:
             row += _csv_stat(mean_std(values_SxL[:, i]) + (False, False))
       writer.writerow(row)
+
+
+def _thresholds(records: Sequence[Record]) -> str:
+  """The run's convergence threshold(s) as a CSV cell, ` or `-joined; empty if none."""
+  return " or ".join(f"{t:g}" for t in sorted({float(r["converged_at"]) for r in records
+                                              if r.get("converged_at") is not None}))
 
 
 def _csv_stat(stats: tuple[float, float, int, bool, bool] | None) -> list[str]:

@@ -192,6 +192,25 @@ def test_write_csv_empty_cells(tmp_path):
   assert rows["other"]["fail_pure_stop_L10_mean"] == ""  # no failures: no value
 
 
+def test_write_csv_gives_run_fields_once(tmp_path):
+  """Validation score and threshold are per (run, seed): one column each, not per length."""
+  records = [{**_record("a", seed, n, 0.5), "valid_exact_match": valid,
+              "best_valid_exact_match": valid, "converged": valid >= 0.95,
+              "converged_at": 0.95}
+             for seed, valid in enumerate((0.97, 0.99)) for n in (10, 30)]
+  path = tmp_path / "x.csv"
+  tables.write_csv(records, str(path))
+  with open(path) as f:
+    reader = csv.DictReader(f)
+    row = next(reader)
+  assert {c for c in reader.fieldnames if c.startswith(tables.RUN_FIELDS)} == {
+      "converged_at", "valid_exact_match_mean", "valid_exact_match_std"}
+  assert (row["converged_seeds"], row["converged_at"]) == ("2", "0.95")
+  np.testing.assert_allclose(float(row["valid_exact_match_mean"]), 0.98)
+  np.testing.assert_allclose(float(row["valid_exact_match_std"]), np.std([0.97, 0.99], ddof=1))
+  assert tables.metric_keys(records) == ["exact_match", "token_accuracy"]
+
+
 def test_by_run_keeps_first_appearance_order():
   records = _records()
   assert list(tables.by_run(records[::-1])) == ["b", "a"]
