@@ -66,8 +66,8 @@ def _setup(scheme):
   dataset = pipeline.make_dataset(seed=0, **config.data)
   model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
   sample = dataset.train_batch(0, 2)
-  params = jax.jit(model.init)(jax.random.PRNGKey(0), jnp.asarray(sample["inputs"]),
-                               jnp.asarray(sample["targets"]))["params"]
+  params = model.init(jax.random.PRNGKey(0), jnp.asarray(sample["inputs"]),
+                      jnp.asarray(sample["targets"]))["params"]
   return model, params, dataset
 
 

@@ -152,8 +152,7 @@ def _smoke_model(arch):
   dataset = pipeline.make_dataset(seed=0, **config.data)
   model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
   sample = dataset.train_batch(0, 2)
-  params = jax.jit(model.init)(jax.random.PRNGKey(0), sample["inputs"],
-                               sample["targets"])["params"]
+  params = model.init(jax.random.PRNGKey(0), sample["inputs"], sample["targets"])["params"]
   return dataset, model, params
 
 

@@ -55,9 +55,10 @@ def test_bad_overrides_fail_at_once_with_the_flag_message(tmp_path):
 
 
 def test_kill_9_mid_run_then_restart_finishes_from_the_last_checkpoint(tmp_path):
+  # One input length (one train-step program) and no eval before the end: less to compile.
   flags = ["--config", "configs/default.py:smoke,steps=200", "--config.log_every=20",
            "--config.checkpoint_every=20", "--config.eval_every=1000",
-           "--config.keep_checkpoints=3"]
+           "--config.keep_checkpoints=3", "--config.data.min_train_length=6"]
   cmd = [sys.executable, str(ROOT / "train.py"), "--workdir", str(tmp_path), *flags]
   proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   ckpts = tmp_path / "checkpoints"
@@ -83,7 +84,8 @@ def test_kill_9_mid_run_then_restart_finishes_from_the_last_checkpoint(tmp_path)
 
 
 def test_eight_simulated_devices_give_the_same_losses(tmp_path):
-  flags = ["--config", "configs/default.py:smoke,steps=9"]
+  flags = ["--config", "configs/default.py:smoke,steps=9", "--config.eval_every=1000",
+           "--config.data.min_train_length=6"]  # less to compile, as above
   one = _train(tmp_path / "one", *flags)
   eight = _train(tmp_path / "eight", *flags,
                  env={"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
