@@ -31,6 +31,8 @@ from relpos_jax import decode
 from relpos_jax import evaluate
 from relpos_jax.data import pipeline
 
+import model_harness  # the tests' shared eager init (pytest puts tests/ on the path)
+
 LENGTHS = (3, 5, 10, 13, 20, 26, 31, 40)
 BUCKETS = (8, 16, 32, 64)
 MAX_TRAIN_LENGTH = 6
@@ -66,8 +68,8 @@ def _setup(scheme):
   dataset = pipeline.make_dataset(seed=0, **config.data)
   model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
   sample = dataset.train_batch(0, 2)
-  params = model.init(jax.random.PRNGKey(0), jnp.asarray(sample["inputs"]),
-                      jnp.asarray(sample["targets"]))["params"]
+  params = model_harness.init(model, jnp.asarray(sample["inputs"]),
+                              jnp.asarray(sample["targets"]))
   return model, params, dataset
 
 

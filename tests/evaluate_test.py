@@ -20,6 +20,8 @@ from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
 
+import model_harness  # the tests' shared eager init (pytest puts tests/ on the path)
+
 DEFAULT = sweep.load_module(
     str(pathlib.Path(__file__).resolve().parents[1] / "configs" / "default.py"))
 E, P = vocab.EOS_ID, vocab.PAD_ID
@@ -152,8 +154,7 @@ def _smoke_model(arch):
   dataset = pipeline.make_dataset(seed=0, **config.data)
   model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
   sample = dataset.train_batch(0, 2)
-  params = model.init(jax.random.PRNGKey(0), sample["inputs"], sample["targets"])["params"]
-  return dataset, model, params
+  return dataset, model, model_harness.init(model, sample["inputs"], sample["targets"])
 
 
 @pytest.mark.parametrize("arch, distance", [("encoder_decoder", 6), ("decoder_only", 12)])

@@ -3,7 +3,6 @@
 import os
 import pathlib
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -13,6 +12,8 @@ from relpos_jax import evaluate
 from relpos_jax import report
 from relpos_jax import plots
 from relpos_jax import sweep
+
+import model_harness  # the tests' shared eager init (pytest puts tests/ on the path)
 
 DEFAULT = sweep.load_module(
     str(pathlib.Path(__file__).resolve().parents[1] / "configs" / "default.py"))
@@ -82,9 +83,7 @@ def _model_and_params(arg, arch="encoder_decoder", prefix_lm=False, **position):
   config.model.position.update(position)
   model = architectures.make_model(config.model, vocab_size=12)
   tokens = jnp.ones((1, 4), jnp.int32)
-  # Eager: jitting init compiles for longer than the eager init runs (70 s -> 34 s, this file).
-  params = model.init(jax.random.PRNGKey(0), tokens, tokens)["params"]
-  return model, params
+  return model, model_harness.init(model, tokens, tokens)
 
 
 def test_scheme_instances_find_every_module_with_its_settings():
