@@ -50,7 +50,7 @@ demo: $(STAMP)
 TABLE ?= shaw_terms
 table: $(STAMP)
 	$(PY) train.py --config configs/ablations/$(TABLE).py --workdir runs/$(TABLE) \
-		--results_dir results/$(TABLE)
+		--results_dir results/$(TABLE) $(ARGS)
 	$(PY) -m relpos_jax.results
 
 # RESULTS.md (and each table's report) rendered from the committed records in results/.

@@ -19,7 +19,9 @@ own settings. `--results_dir results/<table>` evaluates each run as soon as it i
 trained and stores its records there (see relpos_jax/results.py); runs already
 stored are skipped, so a table can be completed a few runs at a time, and a run
 that another table beside it stored with an identical config is copied from there
-instead of trained again (`--noreuse` trains it).
+instead of trained again (`--noreuse` trains it). `--split_seeds` (with
+--results_dir) trains each run one seed at a time and stores each seed's records
+as it finishes, for runs longer than a working session (relpos_jax/sweep.py).
 
 Multi-process runs (README, "Multi-host"): `--multihost=auto` (default) joins one
 when JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID are set or in
@@ -52,6 +54,7 @@ _RESULTS_DIR = flags.DEFINE_string(
 _REUSE = flags.DEFINE_bool(
     "reuse", True, "With --results_dir: copy a run that another table beside it (results/*) "
     "stored with an identical config instead of training it again.")
+_SPLIT_SEEDS = sweep.define_split_seeds_flag()
 _SHARD = sweep.define_shard_flag()
 _MULTIHOST = distributed.define_flag()
 flags.mark_flags_as_required(["config", "workdir"])
@@ -68,13 +71,15 @@ def main(argv):
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
     records = sweep.run_sweep(config_file, _WORKDIR.value, base_config=_CONFIG.value,
                               only=_RUNS.value, shard=_SHARD.value, command_line=overrides,
-                              results_dir=_RESULTS_DIR.value, reuse=_REUSE.value)
+                              results_dir=_RESULTS_DIR.value, reuse=_REUSE.value,
+                              split_seeds=_SPLIT_SEEDS.value)
     if records:
       print(tables.exact_match_table(records))
       print(tables.error_table(records))
     return
-  if _RUNS.value or _SHARD.value or _RESULTS_DIR.value:
-    raise app.UsageError(f"--runs, --sweep_shard and --results_dir need a sweep config; {config_file} "
+  if _RUNS.value or _SHARD.value or _RESULTS_DIR.value or _SPLIT_SEEDS.value:
+    raise app.UsageError(f"--runs, --sweep_shard, --results_dir and --split_seeds need a sweep "
+                         f"config; {config_file} "
                          "defines no get_sweep() (see configs/ablations/)")
   train_lib.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
 

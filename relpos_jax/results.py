@@ -10,6 +10,10 @@ eval records are stored on their own as soon as it is evaluated:
     results/<table>/extrapolation.{md,csv,jsonl}, accuracy_vs_length.png
                                         the table's report over the runs stored so far
     results/<table>/notes.md            hand-written: what the table shows (optional)
+    results/<table>/parts/{records,runs}/<run>.seed<s>...
+                                        a run trained one seed at a time (`sweep
+                                        --split_seeds`): each seed's records until all
+                                        are stored and merged into records/<run>.jsonl
 
 A sweep given `--results_dir results/<table>` skips every run whose records are
 there, and copies (rather than trains again) a run that another table under the
@@ -189,11 +193,7 @@ def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list
     copied = [{**r, "run": name}
               for r in report.read_records(record_path(source_dir, source_name))]
     report.write_records(copied, record_path(table_dir, name))
-    path = os.path.join(table_dir, "runs", f"{_file_name(name)}.json")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-      json.dump(info, f, indent=1)
-      f.write("\n")
+    _write_run_info(table_dir, name, info)
     records += copied
   return records
 
@@ -277,11 +277,118 @@ def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: s
   run_info = {"run": run, "config": config, "train_seconds": train_seconds(workdir),
               "eval_seconds": eval_seconds, "machine": machine(),
               "eval_provenance": provenance.provenance(), **(info or {})}
+  _write_run_info(table_dir, run, run_info)
+
+
+def _write_run_info(table_dir: str, run: str, info: dict[str, Any]) -> None:
+  """Writes `<table_dir>/runs/<run>.json`."""
   path = os.path.join(table_dir, "runs", f"{_file_name(run)}.json")
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path, "w") as f:
-    json.dump(run_info, f, indent=1)
+    json.dump(info, f, indent=1)
     f.write("\n")
+
+
+# ------------------------------------------- runs trained one seed at a time
+
+PARTS_DIR = "parts"
+
+
+def part_name(run: str, seed: int) -> str:
+  """The name a run's single-seed part is stored under: `<run>.seed<seed>`."""
+  return f"{run}.seed{seed}"
+
+
+def parts_dir(table_dir: str) -> str:
+  """`<table_dir>/parts`: a table folder of its own for the seed parts of unfinished runs."""
+  return os.path.join(table_dir, PARTS_DIR)
+
+
+def stored_parts(table_dir: str) -> dict[str, tuple[list[int], list[int]]]:
+  """The seed parts stored so far: run -> (its seeds whose records are all stored, all its seeds).
+
+  Args:
+    table_dir: `results/<table>`.
+
+  Returns:
+    Runs with at least one stored part (merged runs included), seeds ascending.
+  """
+  directory = os.path.join(parts_dir(table_dir), "runs")
+  found: dict[str, tuple[list[int], list[int]]] = {}
+  for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+    with open(os.path.join(directory, name)) as f:
+      info = json.load(f)
+    run, seed = info.get("part_of"), info["config"]["seed"]
+    if (run and info["run"] == part_name(run, seed)
+        and has_records(parts_dir(table_dir), info["run"], info["config"],
+                        info.get("part_variants", ()))):
+      found.setdefault(run, ([], sorted(info["seeds_of_run"])))[0].append(int(seed))
+  return {run: (sorted(done), seeds) for run, (done, seeds) in found.items()}
+
+
+def part_info(run: str, config: dict[str, Any], variants: Sequence[str] = ()) -> dict[str, Any]:
+  """The fields a part's `runs/<part>.json` adds: its run, the run's seeds, its variants."""
+  return {"part_of": run, "seeds_of_run": [int(config["seed"]) + k
+                                           for k in range(int(config["num_seeds"]))],
+          "part_variants": list(variants)}
+
+
+_PART_PROVENANCE = ("provenance", "provenance_earlier")  # each part's own: in seed_parts
+
+
+def merge_parts(table_dir: str, run: str, config: dict[str, Any],
+                variants: Sequence[str] = ()) -> list[Record] | None:
+  """Stores a run from its single-seed parts once every seed's are stored.
+
+  Part k (seed `config.seed + k`) becomes replica k: its records are the run's
+  records for that seed, as if the seeds had been trained together
+  (train_lib_test checks replica k of a run equals the single run of its seed to
+  float rounding). `runs/<run>.json` holds the run's config (the parts' own, with
+  `seed` and `num_seeds` of the run), the summed training and eval time, and
+  `seed_parts`: each part's name, seed, times and training provenance.
+
+  Args:
+    table_dir: `results/<table>`.
+    run: the run name.
+    config: the run's config (JSON data): `seed`, `num_seeds`, `randomized`.
+    variants: the labels of its eval-time variants.
+
+  Returns:
+    The merged records (every one of `record_names`), or None while a part is missing.
+  """
+  seeds = [int(config["seed"]) + k for k in range(int(config["num_seeds"]))]
+  source = parts_dir(table_dir)
+  names = record_names(run, config, variants)
+  if not all(has_records(source, part_name(run, seed), config, variants) for seed in seeds):
+    return None
+  merged = []
+  for name in names:
+    suffix = name[len(run):]  # "", "@random_positions", "@<label>"
+    records, infos = [], []
+    for replica, seed in enumerate(seeds):
+      part = part_name(run, seed) + suffix
+      records += [{**r, "run": name, "replica": replica}
+                  for r in report.read_records(record_path(source, part))]
+      with open(os.path.join(source, "runs", f"{_file_name(part)}.json")) as f:
+        infos.append(json.load(f))
+    run_config = {k: v for k, v in infos[0]["config"].items() if k not in _PART_PROVENANCE}
+    run_config.update(seed=seeds[0], num_seeds=len(seeds))
+    info = {"run": name, "config": run_config,
+            "train_seconds": sum(i.get("train_seconds") or 0.0 for i in infos),
+            "eval_seconds": sum(i.get("eval_seconds") or 0.0 for i in infos),
+            "machine": infos[0]["machine"], "eval_provenance": infos[0]["eval_provenance"],
+            "seed_parts": [{"run": i["run"], "seed": seed,
+                            "train_seconds": i.get("train_seconds"),
+                            "eval_seconds": i.get("eval_seconds"), "machine": i["machine"],
+                            **{k: i["config"][k] for k in _PART_PROVENANCE
+                               if k in i["config"]}}
+                           for i, seed in zip(infos, seeds)]}
+    if name != run:
+      info["variant_of"] = run
+    report.write_records(records, record_path(table_dir, name))
+    _write_run_info(table_dir, name, info)
+    merged += records
+  return merged
 
 
 def read_table(table_dir: str) -> list[Record]:
@@ -399,9 +506,15 @@ def render(root: str) -> str:
     if os.path.exists(meta_path):
       with open(meta_path) as f:
         config = json.load(f)["config"]
+    partly = [f"{run} (seed{'s' * (len(done_seeds) > 1)} "
+              f"{', '.join(map(str, done_seeds))} of {len(seeds)})"
+              for run, (done_seeds, seeds) in stored_parts(table_dir).items()
+              if not has_run(table_dir, run)]
     lines = [f"## {table}", "",
              f"`{config}`: {done} of {total} runs stored"
-             + ("." if done == total else " (the table is incomplete).")]
+             + ("." if done == total else " (the table is incomplete).")
+             + (f" Trained one seed at a time, seeds stored so far (`{PARTS_DIR}/`, not in "
+                f"the table until all are): {'; '.join(partly)}." if partly else "")]
     notes = os.path.join(table_dir, NOTES_FILE)
     if os.path.exists(notes):
       with open(notes) as f:

@@ -373,6 +373,14 @@ def shard_runs(runs: Sequence[tuple[str, Any]],
   return list(runs[index::count])
 
 
+def define_split_seeds_flag() -> flags.FlagHolder:
+  """`--split_seeds` (train.py and this module's main share it)."""
+  return flags.DEFINE_bool(
+      "split_seeds", False, "With --results_dir: train each run one seed at a time, storing "
+      "each seed's records as it finishes (results/<table>/parts/) and the run's once all "
+      "are stored: for runs longer than one working session.")
+
+
 def define_shard_flag() -> flags.FlagHolder:
   """Defines `--sweep_shard i/n` (validated at flag parsing) for an entry point."""
   holder = flags.DEFINE_string(
@@ -450,6 +458,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
               run_eval: bool = True, lengths: Sequence[int] | None = None,
               batch_size: int | None = None, out_dir: str | None = None,
               results_dir: str | None = None, reuse: bool = True,
+              split_seeds: bool = False,
               command_line: Mapping[str, Any] | None = None) -> list[dict]:
   """Trains the runs of a sweep into `sweep_dir/<run>`, then evaluates them.
 
@@ -479,6 +488,10 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     results_dir: store each run's records in this table folder as it finishes.
     reuse: copy identical runs from the other tables beside `results_dir` (only
       with the default `lengths` and `batch_size`, which the records were made with).
+    split_seeds: train each run one seed at a time (`seed_part_config`; needs
+      `results_dir`): each seed's records are stored as soon as it is trained
+      (`results.parts_dir`) and merged into the run's once all are, so a run
+      longer than a working session can be completed over several.
     command_line: `--config.KEY=VALUE` overrides, applied to every run after
       the sweep's own (see `apply_command_line`).
 
@@ -487,10 +500,13 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     of a multi-process run).
 
   Raises:
-    ValueError: a bad `shard`, an unknown run in `only`, or a run directory that
-      holds a run with another config.
+    ValueError: a bad `shard`, an unknown run in `only`, a run directory that
+      holds a run with another config, or `split_seeds` without `results_dir`.
   """
   with errors.user_errors():
+    if split_seeds and not results_dir:
+      raise ValueError("split_seeds stores each seed's records until the run's are complete: "
+                       "give it a results_dir (results/<table>)")
     shard_spec = parse_shard(shard)
     base, overrides = load_sweep(config, arg)
     base = base_config if base_config is not None else base
@@ -534,6 +550,11 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
       logging.info("%s: %s stored an identical run (%s), copied instead of trained", label,
                    *found)
       continue
+    if split_seeds:
+      records += _train_parts(sweep_dir, name, run_config, label, results_dir,
+                              variants.get(name, {}), run_eval=run_eval, lengths=lengths,
+                              batch_size=batch_size)
+      continue
     workdir = os.path.join(sweep_dir, name)
     start = time.perf_counter()
     trained = _train_run(workdir, run_config, label)
@@ -562,9 +583,53 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
                                 names=[n for n, _ in runs])
 
 
+def seed_part_config(config: ml_collections.ConfigDict, k: int) -> ml_collections.ConfigDict:
+  """Part k of a run trained one seed at a time: the run with only its replica k.
+
+  Replica k of a run (seed `config.seed + k`: its own init, dropout and data
+  order) is the single-seed run of that seed, computed alone instead of in a
+  vmapped step with the others (train_lib_test checks they agree to float
+  rounding); alone it takes about 1/num_seeds of the run's time on a CPU.
+  """
+  if not 0 <= k < config.num_seeds:
+    raise ValueError(f"part {k} of a run of {config.num_seeds} seeds")
+  part = copy.deepcopy(config)
+  part.seed, part.num_seeds = config.seed + k, 1
+  return part
+
+
+def _train_parts(sweep_dir: str, name: str, config: ml_collections.ConfigDict, label: str,
+                 results_dir: str, variants: Mapping[str, Sequence[str]], *, run_eval: bool,
+                 **options) -> list[dict]:
+  """Trains and stores a run's missing seed parts, then merges them if all are stored."""
+  parts_dir = results.parts_dir(results_dir)
+  config_data = workdir_lib.config_json(config)
+  records: list[dict] = []
+  for k in range(config.num_seeds):
+    part_config = seed_part_config(config, k)
+    part = results.part_name(name, part_config.seed)
+    if results.has_records(parts_dir, part, config_data, list(variants)):
+      logging.info("%s: seed %d stored in %s, skipping", label, part_config.seed, parts_dir)
+      continue
+    workdir = os.path.join(sweep_dir, part)
+    _train_run(workdir, part_config, f"{label} seed {part_config.seed} ({k + 1} of "
+               f"{config.num_seeds}, trained alone)")
+    if run_eval and distributed.is_writer():
+      records += evaluate_into_results(
+          [workdir], [part], parts_dir, variants={part: variants},
+          info=results.part_info(name, config_data, list(variants)), **options)
+  if not distributed.is_writer():
+    return []
+  merged = results.merge_parts(results_dir, name, config_data, list(variants))
+  if merged is None:
+    return records
+  logging.info("%s: every seed stored: merged into %s", label, results_dir)
+  return merged
+
+
 def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results_dir: str, *,
                           variants: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
-                          **options) -> list[dict]:
+                          info: Mapping[str, Any] | None = None, **options) -> list[dict]:
   """Evaluates runs (each into its own `<workdir>/eval`) and stores each one's records.
 
   Unless `options` ask for one particular evaluation (`random_positions` or
@@ -579,6 +644,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
     names: their run names.
     results_dir: the table folder (`results/<table>`).
     variants: run name -> {label: `key=value` eval overrides} (`eval_variants`).
+    info: more fields for every `runs/<name>.json` it writes (`results.part_info`).
     **options: `evaluate.evaluate_runs`' options (lengths, batch_size, EvalOptions fields).
 
   Returns:
@@ -590,7 +656,8 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
     def store(record_name, workdir, run_records, seconds, run=name):
       results.write_run(results_dir, record_name, run_records, workdir=workdir,
                         eval_seconds=seconds,
-                        info={"variant_of": run} if record_name != run else None)
+                        info={**(info or {}), **({"variant_of": run} if record_name != run
+                                                 else {})})
 
     plan = [options]
     if not asked:
@@ -677,6 +744,7 @@ def main(argv: Sequence[str]) -> None:
                       lengths=[int(n) for n in flags.FLAGS.lengths or []] or None,
                       batch_size=flags.FLAGS.batch_size, out_dir=flags.FLAGS.out,
                       results_dir=flags.FLAGS.results_dir, reuse=flags.FLAGS.reuse,
+                      split_seeds=flags.FLAGS.split_seeds,
                       command_line=config_flags.get_override_values(config_flag))
   if records:
     print(tables.exact_match_table(records))
@@ -697,6 +765,7 @@ def _define_flags() -> None:
                       "(results/<table>) as soon as it is trained; skip runs stored there.")
   flags.DEFINE_bool("reuse", True, "With --results_dir: copy a run that another table beside it "
                     "stored with an identical config instead of training it again.")
+  define_split_seeds_flag()
   define_shard_flag()
   distributed.define_flag()
   flags.mark_flags_as_required(["config", "sweep_dir"])

@@ -277,6 +277,75 @@ def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
   assert trained == ["t5+copy"]
 
 
+def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, monkeypatch):
+  trained, _ = _fake_training(monkeypatch)
+  evaluated = _fake_results_eval(monkeypatch)
+  fake_train = sweep.train_lib.train_and_evaluate
+
+  def killed_at_seed_1(config, workdir):
+    if config.seed == 1:
+      raise KeyboardInterrupt  # the session ends while seed 1 trains
+    fake_train(config, workdir)
+
+  config = str(REPO / "configs/ablations/extrapolation_methods.py") + ":smoke,num_seeds=3,steps=2"
+  table = tmp_path / "results" / "extrapolation_methods"
+  monkeypatch.setattr(sweep.train_lib, "train_and_evaluate", killed_at_seed_1)
+  with pytest.raises(KeyboardInterrupt):
+    sweep.run_sweep(config, str(tmp_path / "runs"), results_dir=str(table), only=["rope+copy"],
+                    split_seeds=True)
+  assert trained == ["rope+copy.seed0"]
+  labels = ["", "@pi", "@dynamic_ntk", "@yarn"]  # the run and its eval-time RoPE rows
+  assert [n for n, _ in evaluated] == ["rope+copy.seed0" + label for label in labels]
+  assert not (table / "records").exists()  # nothing in the table until every seed is stored
+  assert sweep.results.stored_parts(str(table)) == {"rope+copy": ([0], [0, 1, 2])}
+  assert "rope+copy (seed 0 of 3)" in sweep.results.render(str(tmp_path / "results"))
+
+  monkeypatch.setattr(sweep.train_lib, "train_and_evaluate", fake_train)
+  evaluated.clear()
+  records = sweep.run_sweep(config, str(tmp_path / "runs"), results_dir=str(table),
+                            only=["rope+copy"], split_seeds=True)
+  assert trained == ["rope+copy.seed0", "rope+copy.seed1", "rope+copy.seed2"]
+  assert [n for n, _ in evaluated] == [f"rope+copy.seed{s}{label}" for s in (1, 2)
+                                       for label in labels]
+  saved = json.loads((tmp_path / "runs" / "rope+copy.seed2" / "config.json").read_text())
+  assert (saved["seed"], saved["num_seeds"]) == (2, 1)
+  assert sorted({r["run"] for r in records}) == sorted("rope+copy" + label for label in labels)
+  for label in labels:
+    rows = sweep.results.report.read_records(str(table / "records" / f"rope+copy{label}.jsonl"))
+    assert [(r["run"], r["replica"]) for r in rows] == [("rope+copy" + label, k) for k in range(3)]
+    info = json.loads((table / "runs" / f"rope+copy{label}.json").read_text())
+    assert (info["config"]["seed"], info["config"]["num_seeds"]) == (0, 3)
+    assert "provenance" not in info["config"]
+    assert [p["seed"] for p in info["seed_parts"]] == [0, 1, 2]
+    assert [p["run"] for p in info["seed_parts"]] == [f"rope+copy.seed{s}{label}" for s in range(3)]
+    assert info.get("variant_of") == ("rope+copy" if label else None)
+  assert sweep.results.table_status(str(table))[0] == 1
+  assert sweep.results.stored_parts(str(table)) == {"rope+copy": ([0, 1, 2], [0, 1, 2])}
+
+  trained.clear()
+  evaluated.clear()  # stored: neither trained nor evaluated again, split or not
+  for split in (True, False):
+    sweep.run_sweep(config, str(tmp_path / "runs"), results_dir=str(table), only=["rope+copy"],
+                    split_seeds=split)
+  assert trained == [] and evaluated == []
+
+
+def test_seed_parts_are_the_runs_replicas_and_need_a_results_dir(tmp_path):
+  base, overrides = sweep.load_sweep(SCHEMES_SMOKE.replace("num_seeds=1", "num_seeds=3"))
+  name, config = sweep.expand(base, overrides)[0]
+  config.seed = 5
+  parts = [sweep.seed_part_config(config, k) for k in range(3)]
+  assert [(p.seed, p.num_seeds) for p in parts] == [(5, 1), (6, 1), (7, 1)]
+  assert (config.seed, config.num_seeds) == (5, 3)  # the run's config is untouched
+  rest = lambda c: {k: v for k, v in c.to_dict().items() if k not in ("seed", "num_seeds")}
+  assert rest(parts[2]) == rest(config)
+  with pytest.raises(ValueError, match="part 3 of a run of 3 seeds"):
+    sweep.seed_part_config(config, 3)
+  with pytest.raises(ValueError, match="give it a results_dir"):
+    sweep.run_sweep(SCHEMES_SMOKE, str(tmp_path), only=[name], split_seeds=True)
+  assert not os.listdir(tmp_path)
+
+
 # ---------------------------------------------------- the entry points, for real
 
 def _run(*args):

@@ -53,11 +53,18 @@ converge in distribution are marked † in the table.
 
 20 runs, 6 of them shared: NoPE, T5 and ALiBi on copy and reverse are configured
 exactly as kazemnejad.py's, so with `--results_dir` a sweep copies their records from
-results/kazemnejad/ when that table has stored them. Expected runtime on 2 CPU cores: up
-to ~75 min per 3-seed run for copy and reverse (kazemnejad.py's measurement), about
-twice that for addition (sequences of up to 83 tokens instead of 41): ~28 h for the 14
-runs left to train once kazemnejad.py's are stored; `--sweep_shard i/n` splits them over
-n processes and `--results_dir` lets the table be completed a few runs at a time.
+results/kazemnejad/ when that table has stored them. Runtime on 2 CPU cores (the
+stored runs' `train_seconds`): 48-113 min of training per 3-seed run for copy and
+reverse, 177 min for addition (none+add_index_hints; sequences of up to 83 tokens
+instead of 41), plus validation and eval. An addition run is longer than a working
+session, so train those with `--split_seeds` (each seed alone, ~65 min, stored as it
+finishes and merged once all three are; see docs/evaluation.md):
+
+  python train.py --config configs/ablations/extrapolation_methods.py --workdir runs/extrapolation_methods \
+      --results_dir results/extrapolation_methods --split_seeds
+
+`--sweep_shard i/n` splits the runs over n processes and `--results_dir` lets the
+table be completed a few runs (or seeds) at a time.
 Arguments: those of configs/default.py (`num_seeds`, `steps`, `smoke`, ...); scheme
 and task are set per run.
 """
