@@ -355,12 +355,24 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
 
   Returns:
     The merged records (every one of `record_names`), or None while a part is missing.
+
+  Raises:
+    ValueError: a part was trained with another config than the run's (but its seed).
   """
   seeds = [int(config["seed"]) + k for k in range(int(config["num_seeds"]))]
   source = parts_dir(table_dir)
   names = record_names(run, config, variants)
   if not all(has_records(source, part_name(run, seed), config, variants) for seed in seeds):
     return None
+  wanted = run_identity(config)
+  for seed in seeds:
+    with open(os.path.join(source, "runs", f"{_file_name(part_name(run, seed))}.json")) as f:
+      part_config = json.load(f)["config"]
+    if run_identity({**part_config, "seed": config["seed"],
+                     "num_seeds": config["num_seeds"]}) != wanted:
+      raise ValueError(f"{part_name(run, seed)} in {source} was trained with another config "
+                       f"than {run}'s (the sweep changed since?): delete its records and runs "
+                       "files there to train it again")
   merged = []
   for name in names:
     suffix = name[len(run):]  # "", "@random_positions", "@<label>"

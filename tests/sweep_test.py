@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -321,6 +322,16 @@ def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, mo
     assert info.get("variant_of") == ("rope+copy" if label else None)
   assert sweep.results.table_status(str(table))[0] == 1
   assert sweep.results.stored_parts(str(table)) == {"rope+copy": ([0, 1, 2], [0, 1, 2])}
+
+  stale = tmp_path / "stale"  # a part trained under another config is refused, not merged
+  shutil.copytree(table / "parts", stale / "parts")
+  info_path = stale / "parts" / "runs" / "rope+copy.seed1.json"
+  info = json.loads(info_path.read_text())
+  info["config"]["num_steps"] += 1
+  info_path.write_text(json.dumps(info))
+  run_config = json.loads((table / "runs" / "rope+copy.json").read_text())["config"]
+  with pytest.raises(ValueError, match=r"rope\+copy.seed1 in .* was trained with another config"):
+    sweep.results.merge_parts(str(stale), "rope+copy", run_config, ["pi", "dynamic_ntk", "yarn"])
 
   trained.clear()
   evaluated.clear()  # stored: neither trained nor evaluated again, split or not
