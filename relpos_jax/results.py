@@ -181,13 +181,11 @@ def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list
   Returns:
     The copied records.
   """
-  with open(os.path.join(source_dir, "runs", f"{_file_name(source_run)}.json")) as f:
-    config = json.load(f)["config"]
+  config = _read_run_info(source_dir, source_run)["config"]
   records = []
   for source_name, name in zip(record_names(source_run, config), record_names(run, config)):
-    source_info = os.path.join(source_dir, "runs", f"{_file_name(source_name)}.json")
-    with open(source_info) as f:
-      info = json.load(f)
+    source_info = _run_info_path(source_dir, source_name)
+    info = _read_run_info(source_dir, source_name)
     info.update(run=name, reused_from=os.path.join(
         os.path.basename(os.path.normpath(source_dir)), "runs", os.path.basename(source_info)))
     copied = [{**r, "run": name}
@@ -280,9 +278,20 @@ def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: s
   _write_run_info(table_dir, run, run_info)
 
 
+def _run_info_path(table_dir: str, run: str) -> str:
+  """`<table_dir>/runs/<run>.json`."""
+  return os.path.join(table_dir, "runs", f"{_file_name(run)}.json")
+
+
+def _read_run_info(table_dir: str, run: str) -> dict[str, Any]:
+  """Reads `<table_dir>/runs/<run>.json`."""
+  with open(_run_info_path(table_dir, run)) as f:
+    return json.load(f)
+
+
 def _write_run_info(table_dir: str, run: str, info: dict[str, Any]) -> None:
   """Writes `<table_dir>/runs/<run>.json`."""
-  path = os.path.join(table_dir, "runs", f"{_file_name(run)}.json")
+  path = _run_info_path(table_dir, run)
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path, "w") as f:
     json.dump(info, f, indent=1)
@@ -328,9 +337,12 @@ def stored_parts(table_dir: str) -> dict[str, tuple[list[int], list[int]]]:
 
 def part_info(run: str, config: dict[str, Any], variants: Sequence[str] = ()) -> dict[str, Any]:
   """The fields a part's `runs/<part>.json` adds: its run, the run's seeds, its variants."""
-  return {"part_of": run, "seeds_of_run": [int(config["seed"]) + k
-                                           for k in range(int(config["num_seeds"]))],
-          "part_variants": list(variants)}
+  return {"part_of": run, "seeds_of_run": _run_seeds(config), "part_variants": list(variants)}
+
+
+def _run_seeds(config: dict[str, Any]) -> list[int]:
+  """The seeds of a run's replicas: `seed`, `seed + 1`, ... (`num_seeds` of them)."""
+  return [int(config["seed"]) + k for k in range(int(config["num_seeds"]))]
 
 
 _PART_PROVENANCE = ("provenance", "provenance_earlier")  # each part's own: in seed_parts
@@ -359,16 +371,15 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
   Raises:
     ValueError: a part was trained with another config than the run's (but its seed).
   """
-  seeds = [int(config["seed"]) + k for k in range(int(config["num_seeds"]))]
+  seeds = _run_seeds(config)
   source = parts_dir(table_dir)
   names = record_names(run, config, variants)
   if not all(has_records(source, part_name(run, seed), config, variants) for seed in seeds):
     return None
   wanted = run_identity(config)
-  for seed in seeds:
-    with open(os.path.join(source, "runs", f"{_file_name(part_name(run, seed))}.json")) as f:
-      part_config = json.load(f)["config"]
-    if run_identity({**part_config, "seed": config["seed"],
+  part_infos = [_read_run_info(source, part_name(run, seed)) for seed in seeds]
+  for seed, part in zip(seeds, part_infos):
+    if run_identity({**part["config"], "seed": config["seed"],
                      "num_seeds": config["num_seeds"]}) != wanted:
       raise ValueError(f"{part_name(run, seed)} in {source} was trained with another config "
                        f"than {run}'s (the sweep changed since?): delete its records and runs "
@@ -376,13 +387,11 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
   merged = []
   for name in names:
     suffix = name[len(run):]  # "", "@random_positions", "@<label>"
-    records, infos = [], []
-    for replica, seed in enumerate(seeds):
-      part = part_name(run, seed) + suffix
-      records += [{**r, "run": name, "replica": replica}
-                  for r in report.read_records(record_path(source, part))]
-      with open(os.path.join(source, "runs", f"{_file_name(part)}.json")) as f:
-        infos.append(json.load(f))
+    records = [{**r, "run": name, "replica": replica}
+               for replica, seed in enumerate(seeds)
+               for r in report.read_records(record_path(source, part_name(run, seed) + suffix))]
+    infos = part_infos if not suffix else [_read_run_info(source, part_name(run, seed) + suffix)
+                                           for seed in seeds]
     run_config = {k: v for k, v in infos[0]["config"].items() if k not in _PART_PROVENANCE}
     run_config.update(seed=seeds[0], num_seeds=len(seeds))
     info = {"run": name, "config": run_config,
