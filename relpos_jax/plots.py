@@ -35,6 +35,10 @@ if TYPE_CHECKING:  # matplotlib itself is imported where a figure is drawn (`_fi
 Record = tables.Record
 Path = tuple[str, ...]
 
+# The run legend's footnote when some run is marked (the tables' legend says the same).
+UNCONVERGED_NOTE = (f"{tables.UNCONVERGED} some seed did not learn the task in\ndistribution: "
+                    "not a measure of extrapolation")
+
 
 # ------------------------------------------------------------ accuracy vs length
 
@@ -63,9 +67,8 @@ def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
   run_handles = []
   for i, (run, recs) in enumerate(groups.items()):
     color = f"C{i % 10}"
-    seeds = tables.num_seeds(recs)
     run_handles.append(_legend_line(color=color, marker="o", markersize=3,
-                                    label=run if seeds == 1 else f"{run} ({seeds} seeds)"))
+                                    label=_run_label(run, recs)))
     for ax, metric in ((ax_exact, "exact_match"), (ax_token, "token_accuracy")):
       _curve(ax, recs, metric, color, "-", band=True)
       if has_oracle:
@@ -98,9 +101,20 @@ def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
   ax_anatomy.legend(handles=[_style("-", "pure stopping error"), _style("--", "too short"),
                              _style(":", "too long")], fontsize=7, loc="best")
   ax_first.legend(fontsize=7, loc="upper left")
+  if not all(tables.is_converged(recs) for recs in groups.values()):
+    run_handles.append(_legend_line(color="none", label=UNCONVERGED_NOTE))
   fig.legend(handles=run_handles, fontsize=8, loc="outside right upper")
   fig.suptitle("Length extrapolation" + tables.task_suffix(records), fontsize=11)
   return _save(fig, path)
+
+
+def _run_label(run: str, records: Sequence[Record]) -> str:
+  """A run's legend entry: its name, `†` if unconverged, and its seeds (converged of all)."""
+  seeds = tables.num_seeds(records)
+  counts = tables.convergence(records)
+  if counts is not None and counts[0] < counts[1]:
+    return f"{tables.marked_run(run, records)} ({counts[0]}/{counts[1]} seeds converged)"
+  return run if seeds == 1 else f"{run} ({seeds} seeds)"
 
 
 def _curve(ax, records: Sequence[Record], metric: str, color: str, style: str,

@@ -320,6 +320,11 @@ def is_converged(records: Sequence[Record]) -> bool:
   return counts is None or counts[0] == counts[1]
 
 
+def marked_run(run: str, records: Sequence[Record]) -> str:
+  """The run's name, followed by `UNCONVERGED` when some seed did not converge."""
+  return run if is_converged(records) else f"{run} {UNCONVERGED}"
+
+
 def format_stat(mean: float, std: float, count: int, digits: int = 2) -> str:
   """`"m ± s"`, just `"m"` for one seed, `"—"` without a value.
 
@@ -386,7 +391,7 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
       summaries.append(_group_cell(pooled_stats(recs, metric, groups[EXTRAP]), digits))
     row_cells = summaries + [cells.get(n, "") for n in lengths]
     cells_seen.update(c for c in row_cells if c in (NA, EMPTY) or c.endswith(PARTIAL))
-    name = run if is_converged(recs) else f"{run} {UNCONVERGED}"
+    name = marked_run(run, recs)
     unconverged |= not is_converged(recs)
     valid_cells = []
     if has_valid:

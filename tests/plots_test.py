@@ -58,6 +58,19 @@ def test_accuracy_vs_length_writes_png(tmp_path, oracle):
   _assert_png(path)
 
 
+def test_the_run_legend_marks_a_run_with_an_unconverged_seed(tmp_path, monkeypatch):
+  figures = []
+  monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
+  records = [{**r, "converged": not (r["run"] == "t5" and r["seed"] == 1)}
+             for r in _records(oracle=False)]
+  plots.accuracy_vs_length(records, str(tmp_path / "acc.png"))
+  (legend,) = figures[0].legends
+  assert [t.get_text() for t in legend.get_texts()] == [
+      "t5 † (2/3 seeds converged)", "learned", plots.UNCONVERGED_NOTE]
+  plots.accuracy_vs_length(_records(oracle=False), str(tmp_path / "acc.png"))
+  assert [t.get_text() for t in figures[1].legends[0].get_texts()] == ["t5 (3 seeds)", "learned"]
+
+
 def test_a_report_over_several_tasks_writes_one_figure_per_task(tmp_path):
   records = _records(oracle=False)
   records += [{**r, "run": r["run"] + "+reverse", "task": "reverse"} for r in records]
