@@ -110,10 +110,10 @@ def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
 
 def _run_label(run: str, records: Sequence[Record]) -> str:
   """A run's legend entry: its name, `†` if unconverged, and its seeds (converged of all)."""
+  if not tables.is_converged(records):
+    converged, seeds = tables.convergence(records)
+    return f"{tables.marked_run(run, records)} ({converged}/{seeds} seeds converged)"
   seeds = tables.num_seeds(records)
-  counts = tables.convergence(records)
-  if counts is not None and counts[0] < counts[1]:
-    return f"{tables.marked_run(run, records)} ({counts[0]}/{counts[1]} seeds converged)"
   return run if seeds == 1 else f"{run} ({seeds} seeds)"
 
 
