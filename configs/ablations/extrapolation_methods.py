@@ -55,10 +55,10 @@ converge in distribution are marked † in the table.
 exactly as kazemnejad.py's, so with `--results_dir` a sweep copies their records from
 results/kazemnejad/ when that table has stored them. Expected runtime on 2 CPU cores
 (the stored runs' `train_seconds`): 48-113 min of training per 3-seed run for copy and
-reverse, 177 min for addition (none+add_index_hints; sequences of up to 83 tokens
-instead of 41), plus validation and eval. An addition run is longer than a working
-session, so train those with `--split_seeds` (each seed alone, ~65 min, stored as it
-finishes and merged once all three are; see docs/evaluation.md):
+reverse, 113-177 min for addition (sequences of up to 83 tokens instead of 41), plus
+validation and eval. An addition run is longer than a working session, so train those
+with `--split_seeds` (each seed alone: 37-61 min of training per seed in the stored
+runs, stored as it finishes and merged once all three are; see docs/evaluation.md):
 
   python train.py --config configs/ablations/extrapolation_methods.py --workdir runs/extrapolation_methods \
       --results_dir results/extrapolation_methods --split_seeds
