@@ -54,10 +54,10 @@ converge in distribution are marked † in the table.
 20 runs, 6 of them shared: NoPE, T5 and ALiBi on copy and reverse are configured
 exactly as kazemnejad.py's, so with `--results_dir` a sweep copies their records from
 results/kazemnejad/ when that table has stored them. Expected runtime on 2 CPU cores
-(the stored runs' `train_seconds`): 48-113 min of training per 3-seed run for copy and
-reverse, 113-177 min for addition (sequences of up to 83 tokens instead of 41), plus
+(the stored runs' `train_seconds`): 44-122 min of training per 3-seed run for copy and
+reverse, 113-188 min for addition (sequences of up to 83 tokens instead of 41), plus
 validation and eval. An addition run is longer than a working session, so train those
-with `--split_seeds` (each seed alone: 37-61 min of training per seed in the stored
+with `--split_seeds` (each seed alone: 37-67 min of training per seed in the stored
 runs, stored as it finishes and merged once all three are; see docs/evaluation.md):
 
   python train.py --config configs/ablations/extrapolation_methods.py --workdir runs/extrapolation_methods \
