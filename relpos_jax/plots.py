@@ -66,18 +66,18 @@ def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
   (ax_exact, ax_token), (ax_anatomy, ax_first) = fig.subplots(2, 2, sharex=True)
   run_handles = []
   for i, (run, recs) in enumerate(groups.items()):
-    color = f"C{i % 10}"
-    run_handles.append(_legend_line(color=color, marker="o", markersize=3,
+    color, marker = _run_style(i, len(groups))
+    run_handles.append(_legend_line(color=color, marker=marker, markersize=3,
                                     label=_run_label(run, recs)))
     for ax, metric in ((ax_exact, "exact_match"), (ax_token, "token_accuracy")):
-      _curve(ax, recs, metric, color, "-", band=True)
+      _curve(ax, recs, metric, color, "-", band=True, marker=marker)
       if has_oracle:
         _curve(ax, recs, f"oracle_{metric}", color, "--")
     _mark_not_representable(ax_exact, recs, color)
     for metric, style in (("fail_pure_stop", "-"), ("fail_too_short", "--"),
                           ("fail_too_long", ":")):
-      _curve(ax_anatomy, recs, metric, color, style)
-    _curve(ax_first, recs, "first_wrong_median", color, "-")
+      _curve(ax_anatomy, recs, metric, color, style, marker=marker)
+    _curve(ax_first, recs, "first_wrong_median", color, "-", marker=marker)
   lengths = sorted({int(r["length"]) for r in records})
   ax_first.plot(lengths, lengths, color="gray", linewidth=0.8, label="y = eval length")
   for ax in (ax_exact, ax_token, ax_anatomy, ax_first):
@@ -117,20 +117,37 @@ def _run_label(run: str, records: Sequence[Record]) -> str:
   return run if seeds == 1 else f"{run} ({seeds} seeds)"
 
 
-def _curve(ax, records: Sequence[Record], metric: str, color: str, style: str,
-           band: bool = False) -> None:
+_MARKERS = ("o", "s", "^", "D")
+
+
+def _run_style(i: int, num_runs: int) -> tuple[Any, str]:
+  """Run i's colour and marker: matplotlib's 10-colour cycle up to 10 runs, else tab20.
+
+  Past 10 runs the default cycle would repeat a colour, so tab20 takes over: its 10
+  saturated colours for runs 0-9, then their light twins; past 20 runs each further 20
+  change the marker: up to 80 runs, no two look alike.
+  """
+  if num_runs <= 10:
+    return f"C{i}", _MARKERS[0]
+  from matplotlib import colormaps  # pylint: disable=g-import-not-at-top  (see `_figure`)
+  k = i % 20
+  return colormaps["tab20"](2 * k % 20 + k // 10), _MARKERS[(i // 20) % len(_MARKERS)]
+
+
+def _curve(ax, records: Sequence[Record], metric: str, color: Any, style: str,
+           band: bool = False, marker: str = "o") -> None:
   """One run's metric vs length (mean over seeds; ±std shaded if `band` and several seeds)."""
   if not any(metric in r for r in records):
     return
   lengths_L, mean_L, std_L, count_L = tables.length_stats(records, metric)
-  ax.plot(lengths_L, mean_L, color=color, linestyle=style, marker="o" if style == "-" else None,
+  ax.plot(lengths_L, mean_L, color=color, linestyle=style, marker=marker if style == "-" else None,
           markersize=3, linewidth=1.2)
   if band and (count_L > 1).any():
     ax.fill_between(lengths_L, mean_L - std_L, mean_L + std_L, color=color, alpha=0.15,
                     linewidth=0)
 
 
-def _mark_not_representable(ax, records: Sequence[Record], color: str) -> None:
+def _mark_not_representable(ax, records: Sequence[Record], color: Any) -> None:
   """Crosses at y = 0 on the lengths where every seed of the run is not representable."""
   lengths, _, _, na_SxL = tables.seed_matrix(records, "exact_match")
   na_lengths = [n for n, na in zip(lengths, na_SxL.all(axis=0)) if na]

@@ -4,6 +4,7 @@ import os
 import pathlib
 
 import jax.numpy as jnp
+import matplotlib.colors
 import numpy as np
 import pytest
 
@@ -69,6 +70,21 @@ def test_the_run_legend_marks_a_run_with_an_unconverged_seed(tmp_path, monkeypat
       "t5 † (2/3 seeds converged)", "learned", plots.UNCONVERGED_NOTE]
   plots.accuracy_vs_length(_records(oracle=False), str(tmp_path / "acc.png"))
   assert [t.get_text() for t in figures[1].legends[0].get_texts()] == ["t5 (3 seeds)", "learned"]
+
+
+@pytest.mark.parametrize("num_runs", [3, 13, 25])
+def test_every_run_of_a_figure_has_its_own_colour_and_marker(tmp_path, monkeypatch, num_runs):
+  figures = []
+  monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
+  (t5_seed0,) = [r for r in _records(oracle=False) if r["run"] == "t5" and r["seed"] == 0
+                 and r["length"] == 5]
+  records = [{**t5_seed0, "run": f"run{i}"} for i in range(num_runs)]
+  plots.accuracy_vs_length(records, str(tmp_path / "acc.png"))
+  handles = figures[0].legends[0].legend_handles
+  styles = {(tuple(matplotlib.colors.to_rgba(h.get_color())), h.get_marker()) for h in handles}
+  assert len(handles) == num_runs and len(styles) == num_runs
+  if num_runs <= 10:  # small figures keep matplotlib's default colours
+    assert [h.get_color() for h in handles] == [f"C{i}" for i in range(num_runs)]
 
 
 def test_a_report_over_several_tasks_writes_one_figure_per_task(tmp_path):
