@@ -104,7 +104,10 @@ def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
   if not all(tables.is_converged(recs) for recs in groups.values()):
     run_handles.append(_legend_line(color="none", label=UNCONVERGED_NOTE))
   fig.legend(handles=run_handles, fontsize=8, loc="outside right upper")
-  fig.suptitle("Length extrapolation" + tables.task_suffix(records), fontsize=11)
+  # Left-aligned: centred over the whole figure, a long title (several tasks) ran
+  # into the run legend, which starts at the figure's top right.
+  fig.suptitle("Length extrapolation" + tables.task_suffix(records), fontsize=11,
+               x=0.01, horizontalalignment="left")
   return _save(fig, path)
 
 

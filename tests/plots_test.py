@@ -87,6 +87,25 @@ def test_every_run_of_a_figure_has_its_own_colour_and_marker(tmp_path, monkeypat
     assert [h.get_color() for h in handles] == [f"C{i}" for i in range(num_runs)]
 
 
+def test_the_title_does_not_run_into_the_run_legend(tmp_path, monkeypatch):
+  figures = []
+  monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
+  (t5_seed0,) = [r for r in _records(oracle=False) if r["run"] == "t5" and r["seed"] == 0
+                 and r["length"] == 5]
+  tasks = ["add_index_hints", "copy", "reverse"]  # a long title, as in a multi-task table
+  records = [{**t5_seed0, "run": f"scheme{i}+{task}+randomized@random_positions", "task": task}
+             for i in range(10) for task in tasks]
+  plots.accuracy_vs_length(records, str(tmp_path / "acc.png"))
+  fig = figures[0]
+  fig.canvas.draw()
+  renderer = fig.canvas.get_renderer()
+  title = fig.get_suptitle()
+  assert all(task in title for task in tasks)
+  title_box = fig._suptitle.get_window_extent(renderer)  # pylint: disable=protected-access
+  legend_box = fig.legends[0].get_window_extent(renderer)
+  assert not title_box.overlaps(legend_box), (title_box, legend_box)
+
+
 def test_a_report_over_several_tasks_writes_one_figure_per_task(tmp_path):
   records = _records(oracle=False)
   records += [{**r, "run": r["run"] + "+reverse", "task": "reverse"} for r in records]
