@@ -52,6 +52,21 @@ def _records(oracle=True):
   return records
 
 
+def _one_record():
+  """One record (t5, seed 0, length 5), for figures that only need many run names."""
+  (record,) = [r for r in _records(oracle=False) if r["run"] == "t5" and r["seed"] == 0
+               and r["length"] == 5]
+  return record
+
+
+@pytest.fixture
+def figures(monkeypatch):
+  """The figures `plots` draws, kept in memory instead of saved."""
+  drawn = []
+  monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig) or path)
+  return drawn
+
+
 @pytest.mark.parametrize("oracle", [True, False])
 def test_accuracy_vs_length_writes_png(tmp_path, oracle):
   path = str(tmp_path / "new_dir" / "acc.png")
@@ -59,9 +74,7 @@ def test_accuracy_vs_length_writes_png(tmp_path, oracle):
   _assert_png(path)
 
 
-def test_the_run_legend_marks_a_run_with_an_unconverged_seed(tmp_path, monkeypatch):
-  figures = []
-  monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
+def test_the_run_legend_marks_a_run_with_an_unconverged_seed(tmp_path, figures):
   records = [{**r, "converged": not (r["run"] == "t5" and r["seed"] == 1)}
              for r in _records(oracle=False)]
   plots.accuracy_vs_length(records, str(tmp_path / "acc.png"))
@@ -73,12 +86,9 @@ def test_the_run_legend_marks_a_run_with_an_unconverged_seed(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("num_runs", [3, 13, 25])
-def test_every_run_of_a_figure_has_its_own_colour_and_marker(tmp_path, monkeypatch, num_runs):
-  figures = []
-  monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
-  (t5_seed0,) = [r for r in _records(oracle=False) if r["run"] == "t5" and r["seed"] == 0
-                 and r["length"] == 5]
-  records = [{**t5_seed0, "run": f"run{i}"} for i in range(num_runs)]
+def test_every_run_of_a_figure_has_its_own_colour_and_marker(tmp_path, figures, num_runs):
+  record = _one_record()
+  records = [{**record, "run": f"run{i}"} for i in range(num_runs)]
   plots.accuracy_vs_length(records, str(tmp_path / "acc.png"))
   handles = figures[0].legends[0].legend_handles
   styles = {(tuple(matplotlib.colors.to_rgba(h.get_color())), h.get_marker()) for h in handles}
@@ -87,13 +97,10 @@ def test_every_run_of_a_figure_has_its_own_colour_and_marker(tmp_path, monkeypat
     assert [h.get_color() for h in handles] == [f"C{i}" for i in range(num_runs)]
 
 
-def test_the_title_does_not_run_into_the_run_legend(tmp_path, monkeypatch):
-  figures = []
-  monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
-  (t5_seed0,) = [r for r in _records(oracle=False) if r["run"] == "t5" and r["seed"] == 0
-                 and r["length"] == 5]
+def test_the_title_does_not_run_into_the_run_legend(tmp_path, figures):
   tasks = ["add_index_hints", "copy", "reverse"]  # a long title, as in a multi-task table
-  records = [{**t5_seed0, "run": f"scheme{i}+{task}+randomized@random_positions", "task": task}
+  record = _one_record()
+  records = [{**record, "run": f"scheme{i}+{task}+randomized@random_positions", "task": task}
              for i in range(10) for task in tasks]
   plots.accuracy_vs_length(records, str(tmp_path / "acc.png"))
   fig = figures[0]
