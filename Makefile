@@ -1,5 +1,5 @@
 # Every target creates .venv and installs the stack if needed (offline data; PyPI only).
-# `make install` installs the exact versions of requirements.lock (the environment that
+# `make install` installs the exact versions of requirements.txt (the environment that
 # produced the tables; pyproject.toml has the ranges for other environments).
 PYTHON ?= python3
 VENV := .venv
@@ -11,26 +11,26 @@ STAMP := $(VENV)/.installed
 install: $(STAMP)
 
 # uv installs the lock in ~15 s where pip takes ~60 s (2 cores); pip is the fallback.
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q uv && $(VENV)/bin/uv pip install -q --python $(PY) -r requirements.lock \
-	    || $(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q uv && $(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt \
+	    || $(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-# Re-resolve requirements.lock from pyproject.toml, keeping its versions (after a change
+# Re-resolve requirements.txt from pyproject.toml, keeping its versions (after a change
 # of dependencies); `make lock UPGRADE=1` moves them to the newest that pyproject.toml allows.
 LOCK_ARGS = $(if $(UPGRADE),--upgrade,--constraint $(VENV)/lock-constraints.txt)
 lock: $(STAMP)
 	$(PY) -m pip install -q uv
-	cp requirements.lock $(VENV)/lock-constraints.txt
+	cp requirements.txt $(VENV)/lock-constraints.txt
 	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --extra tfds --python-version 3.11 \
 	    --no-emit-package relpos-jax \
 	    --annotation-style line --no-header -q $(LOCK_ARGS) -o $(VENV)/lock-new.txt
-	sed -n '/^# Exact/,/^# `make lock`/p' requirements.lock > $(VENV)/lock-header.txt
+	sed -n '/^# Exact/,/^# `make lock`/p' requirements.txt > $(VENV)/lock-header.txt
 	cat $(VENV)/lock-header.txt $(VENV)/lock-new.txt \
 	    | sed -e 's|-c $(VENV)/lock-constraints.txt, ||; s|, -c $(VENV)/lock-constraints.txt||; s|  # via -c $(VENV)/lock-constraints.txt$$||' \
-	    > requirements.lock
+	    > requirements.txt
 
 # Tests run on every core (pytest-xdist) and list the 15 slowest; pytest exits 5 when a selection holds no
 # test: that is not a failure.
