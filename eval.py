@@ -75,6 +75,7 @@ _RANDOM_POSITIONS = flags.DEFINE_bool(
     "random_positions", False, "Decode at one random sorted sample of positions per batch from "
     "[0, randomized.max_random_position) instead of 0..L-1 (Ruoss et al. 2023's evaluation); "
     "the run is named <run>@random_positions.")
+_ALLOW_DIRTY = sweep.define_allow_dirty_flag()
 _RESULTS_DIR = flags.DEFINE_string("results_dir", None, "Also store each run's records in this "
                                    "table folder (results/<table>) and write its report.")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", None,
@@ -114,7 +115,8 @@ def main(argv):
         results.write_table_meta(_RESULTS_DIR.value, meta["config"],
                                  [r["name"] for r in meta["runs"]], variants)
       records = sweep.evaluate_into_results(workdirs, names, _RESULTS_DIR.value,
-                                            variants=variants, **options)
+                                            variants=variants, allow_dirty=_ALLOW_DIRTY.value,
+                                            **options)
       results.write_table_report(_RESULTS_DIR.value)
     else:
       records = evaluate.evaluate_runs(workdirs, out, **options)

@@ -100,7 +100,7 @@ def record_names(run: str, config: dict[str, Any], variants: Sequence[str] = ())
     The record names.
   """
   names = [run]
-  if randomized_lib.validation_positions(config.get("randomized")) is not None:
+  if randomized_lib.validation_sampler(config.get("randomized")) is not None:
     names.append(run + randomized_lib.EVAL_SUFFIX)
   return names + [f"{run}@{label}" for label in variants]
 
