@@ -173,6 +173,7 @@ def _small_multiples(records: Sequence[Record], rows: Sequence[tuple[str, str, l
       else:
         ax.set_ylim(-0.03, 1.03)
       _shade_training(ax, row_records)
+      ax.set_xlim(*_length_range(row_records))
       ax.grid(alpha=0.3)
       ax.set_title(label, fontsize=9)
       ax.tick_params(labelsize=8)
@@ -266,6 +267,18 @@ def _mark_not_representable(ax, records: Sequence[Record], metric: str,
   if na_lengths:  # a scatter (a collection), not a line: it is not a curve of the panel
     ax.scatter(na_lengths, [0.0] * len(na_lengths), marker="x", color=style.color, s=30,
                linewidths=1.2)
+
+
+def _length_range(records: Sequence[Record]) -> tuple[float, float]:
+  """The x range: from the first eval length or the end of training, whichever is first.
+
+  A task evaluated only past its training lengths (SCAN's length split) would
+  otherwise spend half its panel on shading from length 1.
+  """
+  lengths = [int(r["length"]) for r in records]
+  low = min(min(lengths), max(int(r["max_train_length"]) for r in records))
+  margin = 0.04 * (max(lengths) - low or 1)
+  return low - margin, max(lengths) + margin
 
 
 def _shade_training(ax, records: Sequence[Record]) -> None:
