@@ -398,11 +398,13 @@ def _draw_scheme_figure(axes_panels: Sequence[Sequence[tuple[Path, base.FigurePa
       ax.set_ylabel(first.y_label)
       ax.grid(alpha=0.3)
     _draw_marks(ax, [panel for _, panel in items], horizontal=first.image_XxC is not None)
-    where = "/".join(items[0][0]) if len(items) == 1 else f"{len(items)} modules"
-    ax.set_title(f"{where} ({first.title})" if first.title else where, fontsize=9)
-    if ax.get_legend_handles_labels()[0]:
-      ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-                frameon=False)
+    # Several modules in one image panel draw the same image (the first one's): no path.
+    where = "/".join(items[0][0]) if len(items) == 1 else ""
+    ax.set_title(f"{where} ({first.title})" if where and first.title else where or first.title,
+                 fontsize=9)
+    if ax.get_legend_handles_labels()[0]:  # beside the axes (below an image: its colour bar)
+      ax.legend(fontsize=7, loc="upper left", frameon=False,
+                bbox_to_anchor=(0.0, -0.13) if image else (1.02, 1.0), borderaxespad=0.0)
   fig.suptitle(axes_panels[0][0][1].figure_title
                + ("" if seed is None else f", seed {seed}"), fontsize=10)
   return _save(fig, path)

@@ -250,7 +250,9 @@ def test_t5_bias_figure(tmp_path, figures, share):
   assert list(paths) == ["t5_bias"]
   (fig,) = figures
   panels = [ax for ax in fig.axes if ax.lines]
-  assert [ax.get_title().split(" (")[-1] for ax in panels] == ["bidirectional)", "causal)"]
+  assert [ax.get_title() for ax in panels] == (
+      ["encoder/position (bidirectional)", "decoder/position (causal)"] if share
+      else ["bidirectional", "causal"])  # unshared: each panel holds a stack's layers
   heads = [line for line in panels[0].lines if line.get_label().endswith("head 0")]
   assert len(heads) == (1 if share else 2)  # unshared: one curve per layer's table
   assert "seed 0" in fig.get_suptitle()
@@ -260,7 +262,7 @@ def test_shaw_key_norms_draws_one_curve_per_layer(tmp_path, figures):
   model, params = _model_and_params("scheme=shaw", max_relative_position=4)
   plots.scheme_figures(model, params, str(tmp_path), max_train_distance=5)
   (fig,) = figures
-  encoder = [ax for ax in fig.axes if ax.get_title().endswith("(bidirectional)")][0]
+  encoder = [ax for ax in fig.axes if ax.get_title() == "bidirectional"][0]
   curves = [l.get_label() for l in encoder.lines if l.get_label().startswith("encoder/")]
   assert curves == ["encoder/position_0", "encoder/position_1"]
 

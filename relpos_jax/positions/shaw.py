@@ -160,7 +160,7 @@ class Shaw(base.PositionScheme):
     norms_R = np.linalg.norm(np.asarray(params["key_table"]), axis=-1)[np.clip(rel_R, -k, k) + k]
     return [base.FigurePanel(
         figure="shaw_key_norms", figure_title="Shaw key-table row norms vs relative distance",
-        title="causal (keys at or before the query)" if self.causal else "bidirectional",
+        title="causal: keys at or before the query" if self.causal else "bidirectional",
         x_label="key − query position d", y_label="‖key-table row‖", x_X=rel_R,
         curves={"": norms_R},
         marks={f"clipping distance k = {k}": (-k,) if self.causal else (-k, k)},
