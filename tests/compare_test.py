@@ -1,0 +1,45 @@
+"""Paired comparisons of stored runs."""
+
+import numpy as np
+import pytest
+
+from relpos_jax import compare
+from relpos_jax import stats
+
+
+def _run(name, ems, lengths=(10, 30, 40, 80), n=8, counts=False):
+  out = []
+  for seed, em in enumerate(ems):
+    for length in lengths:
+      k = int(round(em * n))
+      extra = {"exact_counts": [1] * k + [0] * (n - k), "position_draws": 1} if counts else {}
+      out.append({"run": name, "seed": seed, "length": length, "exact_match": k / n,
+                  "num_examples": n, "max_train_length": 20, "task": "copy", "error": None,
+                  **extra})
+  return out
+
+
+def test_a_minus_b_on_the_pooled_column():
+  a, b = _run("a", [0.75, 0.5, 0.625]), _run("b", [0.25, 0.25, 0.5])
+  got = compare.compare(a, b)
+  assert got.mean == pytest.approx(np.mean([0.5, 0.25, 0.125]))
+  assert got.p is not None and got.n_seeds == 3
+  assert compare.compare(a, a).mean == 0
+  assert "not distinguishable with 3 seeds" in compare.describe(stats.Interval(0.1, -0.1, 0.3, 3,
+                                                                               0.4))
+
+
+def test_examples_are_paired_only_when_both_runs_list_them():
+  a = _run("a", [0.75, 0.5, 0.625], counts=True)
+  b = _run("b", [0.75, 0.5, 0.5], counts=True)
+  paired = compare.compare(a, b)
+  unpaired = compare.compare(_run("a", [0.75, 0.5, 0.625]), _run("b", [0.75, 0.5, 0.5]))
+  assert paired.mean == pytest.approx(unpaired.mean)
+  assert paired.hi - paired.lo < unpaired.hi - unpaired.lo  # shared examples: shared noise
+
+
+def test_different_grids_and_unknown_columns_are_refused():
+  with pytest.raises(ValueError, match="not comparable"):
+    compare.compare(_run("a", [1.0]), _run("b", [1.0], lengths=(10, 40)))
+  with pytest.raises(ValueError, match="unknown column"):
+    compare.compare(_run("a", [1.0]), _run("b", [1.0]), column="pooled")
