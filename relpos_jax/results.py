@@ -43,6 +43,7 @@ from relpos_jax import main_table
 from relpos_jax import metric_writers
 from relpos_jax import provenance
 from relpos_jax import report
+from relpos_jax import summary
 from relpos_jax import tables
 from relpos_jax import workdir as workdir_lib
 from relpos_jax.positions import randomized as randomized_lib
@@ -60,13 +61,14 @@ HEADER = """# Results
 Every table below is rendered from the eval records committed under `results/<table>/`
 by `python -m relpos_jax.results` (`make results`); each run's own records, config,
 training time, package versions and machine are in `results/<table>/records/` and
-`results/<table>/runs/`. Protocol (docs/evaluation.md): the evaluated checkpoint
-of each seed is the one with the best exact match on a held-out validation set disjoint
-from training; `valid` is that score, `conv.` counts the seeds whose best validation exact
-match reached `converged_at`, and a run with a seed below it is marked †: it did not learn
-the task in distribution, so its extrapolation numbers measure the training budget, not
-the scheme. `extrap` is the mean over lengths beyond training, `pooled` the same pooled
-over every example (as Kazemnejad et al. report). Cells are mean ± std over seeds.
+`results/<table>/runs/`. Protocol (docs/evaluation.md): the evaluated checkpoint of each
+seed is the one with the best exact match on a held-out validation set disjoint from
+training; each row is marked † when a seed's validation exact match *at the positions that
+row is decoded at* is below `converged_at`: it did not learn the task there, so its
+columns are not read as extrapolation. Every cell is a mean over seeds with its 95%
+interval (seeds and eval examples, relpos_jax/stats.py); every table pools exact match
+over the same ranges, (L, 2L] and (L, 4L] (L: the longest training length), and SCAN also
+over its whole test split. Compare two runs with `python -m relpos_jax.compare`.
 """
 
 
@@ -516,8 +518,18 @@ def render(root: str) -> str:
     The markdown: the header, then per table its title, status, notes, run
     time, exact-match table and a pointer to its failure anatomy and figure.
   """
-  parts = [HEADER]
-  for table in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+  names = [t for t in sorted(os.listdir(root)) if os.path.isdir(os.path.join(root, t))] if (
+      os.path.isdir(root)) else []
+  contents = ["## Contents", "", f"- [Summary: who extrapolates where](#summary) "
+              f"(`{root}/{summary.SUMMARY_MD}`, figure `{root}/{summary.SUMMARY_PNG}`)"]
+  for table in names:
+    done, total = table_status(os.path.join(root, table))
+    contents.append(f"- [{table}](#{table}): {done} of {total} runs")
+  summary_md = summary.markdown(summary.summary_cells(root)).replace(
+      "### Summary: who extrapolates where", "## Summary", 1)
+  parts = [HEADER, "\n".join(contents) + "\n", summary_md,
+           f"![summary]({root}/{summary.SUMMARY_PNG})\n"]
+  for table in names:
     table_dir = os.path.join(root, table)
     if not os.path.isdir(table_dir):
       continue
@@ -604,8 +616,11 @@ def main(argv: Sequence[str]) -> None:
   readme_text = with_headline(readme, render_headline(root))
   if flags.FLAGS.check:
     with open(out) as f:
-      if f.read() != render(root) or readme != readme_text:
-        sys.exit(f"{out} or {README_MD} differs from the rendering of {root}/: run "
+      summary_path = os.path.join(root, summary.SUMMARY_MD)
+      stored_summary = open(summary_path).read() if os.path.exists(summary_path) else None
+      if (f.read() != render(root) or readme != readme_text
+          or stored_summary != summary.markdown(summary.summary_cells(root))):
+        sys.exit(f"{out}, {README_MD} or the summary differs from the rendering of {root}/: run "
                  "`python -m relpos_jax.results`")
     return
   if flags.FLAGS.reports:
@@ -615,6 +630,7 @@ def main(argv: Sequence[str]) -> None:
     f.write(render(root))
   with open(README_MD, "w") as f:
     f.write(readme_text)
+  summary.write(root)
 
 
 def _define_flags() -> None:
