@@ -194,5 +194,11 @@ def run(main: Callable[[list[str]], None]) -> None:
         raise
       sys.stderr.write(f"error: {e}\n")
       sys.exit(EXIT_WRITE_FAILED if isinstance(e, WriteFailed) else EXIT_USER_ERROR)
+    except OSError as e:  # a write no caller named (an eval report, a results file)
+      if e.errno not in _WRITE_CAUSES or e.errno == errno.ENOENT or os.environ.get(TRACEBACK_ENV):
+        raise
+      sys.stderr.write(f"error: {e.filename or 'a file'}: {e.strerror} "
+                       f"[{errno.errorcode[e.errno]}]\n")
+      sys.exit(EXIT_WRITE_FAILED)
 
   app.run(guarded, flags_parser=_parse_flags)

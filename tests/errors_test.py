@@ -33,6 +33,17 @@ def test_write_failure_names_what_where_and_the_cause_even_when_wrapped():
   assert errors.write_failure(ValueError("shapes differ"), "x", "/p") is None  # a bug: kept
 
 
+def test_an_unnamed_full_disk_still_exits_74_with_one_line(monkeypatch, capsys):
+  def main(argv):
+    raise OSError(errno.ENOSPC, "No space left on device", "/runs/x/eval/extrapolation.md")
+  monkeypatch.setattr(sys, "argv", ["eval.py"])
+  with pytest.raises(SystemExit) as e:
+    errors.run(main)
+  assert e.value.code == errors.EXIT_WRITE_FAILED
+  assert capsys.readouterr().err == (
+      "error: /runs/x/eval/extrapolation.md: No space left on device [ENOSPC]\n")
+
+
 def test_unknown_key_message_names_the_nearest_keys():
   keys = ["num_steps", "num_seeds", "model", "model.num_heads", "model.position",
           "model.position.name", "model.position.max_distance"]
