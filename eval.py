@@ -24,7 +24,8 @@ stores each run's records under results/<table>/ (what RESULTS.md is rendered
 from).
 
 eval.py only reads a workdir's checkpoints (read-only, without the trainer's
-lock: it can run while the run still trains); an unreadable checkpoint is skipped with a warning naming it. It
+lock: it can run while the run still trains); an unreadable checkpoint is
+skipped with a warning naming it. It
 runs as one process. A mistake in the flags or a run that cannot be evaluated is
 reported as one line (exit 1).
 """

@@ -58,7 +58,7 @@ class Preempted(Exception):
 
 
 class WriteFailed(Exception):
-  """A file or checkpoint could not be written (full disk, quota, read-only); the message names it."""
+  """A file or checkpoint could not be written (full disk, quota, read-only); names it."""
 
 
 def write_failure(error: BaseException, what: str, path: str,
@@ -79,7 +79,8 @@ def write_failure(error: BaseException, what: str, path: str,
   cause, seen = None, error
   while seen is not None and cause is None:
     if isinstance(seen, OSError) and seen.errno is not None:
-      cause = f"{seen.strerror or os.strerror(seen.errno)} [{errno.errorcode.get(seen.errno, seen.errno)}]"
+      code = errno.errorcode.get(seen.errno, seen.errno)
+      cause = f"{seen.strerror or os.strerror(seen.errno)} [{code}]"
     seen = seen.__cause__ or seen.__context__
   if cause is None:
     text = str(error)
@@ -181,7 +182,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
 
 
 def run(main: Callable[[list[str]], None]) -> None:
-  """`app.run(main)`, with user errors (exit 1), failed writes (74) and preemption (75) as one line."""
+  """`app.run(main)`; user errors (exit 1), failed writes (74) and preemption (75) as one line."""
 
   def guarded(argv: list[str]) -> None:
     try:

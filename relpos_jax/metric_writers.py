@@ -71,12 +71,21 @@ def truncate_after(workdir: str, step: int) -> None:
   os.replace(partial, path)
 
 
+PENDING_KEPT = 4  # windows of the last stops: a kill during a stop's save resumes an earlier one
+
+
 def save_pending(workdir: str, step: int, window: list[Mapping[str, np.ndarray]]) -> None:
-  """Keeps the per-step train metrics logged since the last record (`[{name: [N]}]`) at `step`."""
+  """Keeps the per-step train metrics not yet in a record (`[{name: [N]}]`) of a stop at `step`.
+
+  Written before that step's checkpoint; the windows of the previous stops are
+  kept too (`PENDING_KEPT`), for a resume from their checkpoints when this
+  one's save was cut off.
+  """
   path = workdir_lib.pending_path(workdir)
-  data = {"step": int(step), "window": [
-      {k: {"dtype": str(np.asarray(v).dtype), "values": np.asarray(v).tolist()}
-       for k, v in m.items()} for m in window]}
+  windows = {int(s): w for s, w in _read_pending(path).items() if int(s) < step}
+  windows[int(step)] = [{k: {"dtype": str(np.asarray(v).dtype), "values": np.asarray(v).tolist()}
+                         for k, v in m.items()} for m in window]
+  data = {str(s): windows[s] for s in sorted(windows)[-PENDING_KEPT:]}
   partial = f"{path}.{os.getpid()}.tmp"
   try:
     with open(partial, "w") as f:
@@ -87,21 +96,21 @@ def save_pending(workdir: str, step: int, window: list[Mapping[str, np.ndarray]]
 
 
 def load_pending(workdir: str, step: int) -> list[dict[str, np.ndarray]]:
-  """The window `save_pending` kept at `step`, dtypes and values exact; [] if none (or another step)."""
-  path = workdir_lib.pending_path(workdir)
-  if not os.path.exists(path):
-    return []
-  data = workdir_lib.read_json(path)
-  if data.get("step") != step:
-    return []
-  return [{k: np.asarray(v["values"], v["dtype"]) for k, v in m.items()} for m in data["window"]]
+  """The window `save_pending` kept at `step` (exact dtypes, values); [] if none or another step."""
+  window = _read_pending(workdir_lib.pending_path(workdir)).get(str(step), [])
+  return [{k: np.asarray(v["values"], v["dtype"]) for k, v in m.items()} for m in window]
+
+
+def _read_pending(path: str) -> dict[str, list]:
+  """The windows of `save_pending`'s file by step (as a string); {} if there is none."""
+  return workdir_lib.read_json(path) if os.path.exists(path) else {}
 
 
 _TENSORBOARD_ERRORS: list[BaseException] = []
 
 
 def _keep_tensorboard_errors(args) -> None:
-  """`threading.excepthook` that keeps a failed write of TensorBoard's thread for `write` to raise."""
+  """`threading.excepthook` keeping a failed write of TensorBoard's thread for `write` to raise."""
   if type(args.thread).__module__.startswith("tensorboardX") and isinstance(args.exc_value,
                                                                            OSError):
     _TENSORBOARD_ERRORS.append(args.exc_value)  # its 30-line traceback would bury the cause

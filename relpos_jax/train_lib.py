@@ -372,9 +372,12 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
     window.append(metrics)
     done = step + 1
     stop = preemption.stop_signal()  # every process, every step: they stop at the same one
+    log_now = done % config.log_every == 0 or done == config.num_steps
     if stop:  # first: the scheduler's grace period may end during the eval below
+      if distributed.is_writer():  # before the checkpoint: one never exists without it
+        metric_writers.save_pending(workdir, done, [] if log_now else window)
       save(done)
-    if done % config.log_every == 0 or done == config.num_steps:
+    if log_now:
       now = time.perf_counter()
       steps_per_sec = (len(window) - resumed_window) / (now - t_window)
       resumed_window = 0
@@ -398,8 +401,6 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
     if (done % config.checkpoint_every == 0 or done == config.num_steps) and not stop:
       save(done)
     if stop and done < config.num_steps:
-      if distributed.is_writer():
-        metric_writers.save_pending(workdir, done, window)
       writer.close()  # flushes TensorBoard now (closing twice is harmless)
       raise errors.Preempted(done, stop)
 

@@ -179,7 +179,7 @@ def metrics_path(workdir: str) -> str:
 
 
 def pending_path(workdir: str) -> str:
-  """`workdir/metrics_pending.json`: the per-step train metrics since the last log, of a preempted run."""
+  """`workdir/metrics_pending.json`: a preempted run's per-step train metrics since its last log."""
   return os.path.join(workdir, PENDING_FILE)
 
 

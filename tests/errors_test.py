@@ -19,7 +19,8 @@ SMOKE = ["--config", "configs/default.py:smoke"]
 
 def test_write_failure_names_what_where_and_the_cause_even_when_wrapped():
   full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-  failure = errors.write_failure(full, "checkpoint 4", "/runs/x/checkpoints", "checkpoint 2 is intact")
+  failure = errors.write_failure(full, "checkpoint 4", "/runs/x/checkpoints",
+                                 "checkpoint 2 is intact")
   assert str(failure) == ("cannot write checkpoint 4 to /runs/x/checkpoints: No space left on "
                           "device [ENOSPC]; checkpoint 2 is intact")
   try:  # orbax re-raises the OSError of its writer as another type
@@ -95,7 +96,8 @@ def finished(tmp_path_factory):
   Returns {name: (returncode, stderr, workdir)}.
   """
   root = tmp_path_factory.mktemp("mistakes")
-  jobs = {name: (script, args, prepare, {}) for name, (script, args, prepare, _) in MISTAKES.items()}
+  jobs = {name: (script, args, prepare, {})
+          for name, (script, args, prepare, _) in MISTAKES.items()}
   jobs["traceback"] = (*MISTAKES[TRACEBACK_CASE][:3], {errors.TRACEBACK_ENV: "1"})
   procs, workdirs = {}, {}
   with workdir_lock.hold(str(root / "held_workdir" / "run")):  # a run of this process trains there

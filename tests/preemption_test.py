@@ -46,7 +46,24 @@ def _records(workdir):
     return [r for r in map(json.loads, f) if r["kind"] == "train"]
 
 
-@pytest.mark.slow  # three training subprocesses
+def _second_signal_during_the_stop(cmd, workdir, after_step):
+  """Runs `cmd` on `workdir`, sends SIGTERM once it logged past `after_step`, and again as soon as
+  it says it is stopping; returns its exit status."""
+  proc = subprocess.Popen([*cmd, "--workdir", str(workdir)], cwd=ROOT, text=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  deadline = time.time() + 120
+  while time.time() < deadline and not [r for r in _records(workdir) if r["step"] > after_step]:
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGTERM)
+  for line in proc.stderr:  # the handler's line: it is finishing the step and saving
+    if line.startswith("received SIGTERM"):
+      proc.send_signal(signal.SIGTERM)
+      break
+  proc.communicate(timeout=120)
+  return proc.returncode
+
+
+@pytest.mark.slow  # four training subprocesses
 def test_sigterm_saves_the_step_exits_75_and_the_rerun_equals_an_uninterrupted_run(tmp_path):
   # Logs every 5 steps, checkpoints every 1000: the stop step is (almost surely) neither,
   # so both the checkpoint at it and the half-filled log window must be kept.
@@ -71,10 +88,14 @@ def test_sigterm_saves_the_step_exits_75_and_the_rerun_equals_an_uninterrupted_r
   assert 0 < step < 1500
   assert str(step) in os.listdir(workdir / "checkpoints")
   assert "Traceback" not in stderr
+  # Resumed, then stopped twice: the second signal ends it at once (-15), or after the
+  # stop if that was quicker (75); either way the last complete checkpoint is kept.
+  assert _second_signal_during_the_stop(cmd, workdir, step + 10) in (-signal.SIGTERM, 75)
   resumed = subprocess.run([*cmd, "--workdir", str(workdir)], cwd=ROOT, capture_output=True,
                            text=True, timeout=300)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert f"resuming {workdir} from step {step}" in resumed.stderr
+  assert re.search(rf"resuming {workdir} from step (\d+)", resumed.stderr)
+  assert not [p for p in os.listdir(workdir / "checkpoints") if "tmp" in p]
   fresh = subprocess.run([*cmd, "--workdir", str(tmp_path / "fresh")], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
   assert fresh.returncode == 0, fresh.stderr[-3000:]
