@@ -198,8 +198,8 @@ def run(main: Callable[[list[str]], None]) -> None:
     except OSError as e:  # a write no caller named (an eval report, a results file)
       if e.errno not in _WRITE_CAUSES or e.errno == errno.ENOENT or os.environ.get(TRACEBACK_ENV):
         raise
-      sys.stderr.write(f"error: {e.filename or 'a file'}: {e.strerror} "
-                       f"[{errno.errorcode[e.errno]}]\n")
+      where = e.filename or f"a write ({TRACEBACK_ENV}=1 shows where)"
+      sys.stderr.write(f"error: {where}: {e.strerror} [{errno.errorcode[e.errno]}]\n")
       sys.exit(EXIT_WRITE_FAILED)
 
   app.run(guarded, flags_parser=_parse_flags)
