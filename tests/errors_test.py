@@ -11,7 +11,9 @@ import sys
 import pytest
 
 from relpos_jax import errors
+from relpos_jax import workdir as workdir_lib
 from relpos_jax import workdir_lock
+from relpos_jax.data import vocab as vocab_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SMOKE = ["--config", "configs/default.py:smoke"]
@@ -137,3 +139,12 @@ def test_a_user_mistake_is_one_line_and_exit_1(name, finished):
 def test_the_traceback_stays_one_variable_away(finished):
   returncode, stderr, _ = finished["traceback"]
   assert returncode != 0 and "Traceback" in stderr and "AttributeError" in stderr
+
+
+def test_a_corrupt_json_file_is_named(tmp_path):
+  path = tmp_path / "vocab.json"
+  path.write_text('{"tokens": [')
+  with pytest.raises(ValueError, match=f"{path} is not valid JSON"):
+    workdir_lib.read_json(str(path))
+  with pytest.raises(ValueError, match=f"{path} is not a vocabulary file"):
+    vocab_lib.Vocab.load(str(path))
