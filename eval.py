@@ -23,13 +23,13 @@ records carry that score, the step, and whether the replica converged.
 stores each run's records under results/<table>/ (what RESULTS.md is rendered
 from).
 
-eval.py only reads a workdir's checkpoints (read-only: it can run while the run
-still trains); an unreadable checkpoint is skipped with a warning naming it. It
+eval.py only reads a workdir's checkpoints (read-only, without the trainer's
+lock: it can run while the run still trains); an unreadable checkpoint is
+skipped with a warning naming it. It
 runs as one process. A mistake in the flags or a run that cannot be evaluated is
 reported as one line (exit 1).
 """
 
-import json
 import os
 
 from absl import app
@@ -43,6 +43,7 @@ from relpos_jax import log_setup
 from relpos_jax import results
 from relpos_jax import sweep
 from relpos_jax import tables
+from relpos_jax import workdir as workdir_lib
 
 _WORKDIR = flags.DEFINE_multi_string("workdir", None, "A training workdir to evaluate "
                                      "(repeat the flag for several runs).")
@@ -82,6 +83,17 @@ _BATCH_SIZE = flags.DEFINE_integer("batch_size", None,
                                    "Decoding batch size (default: each run's eval_batch_size).")
 
 
+def _parse_lengths(values: list[str] | None) -> list[int] | None:
+  """`--lengths 10,20` as positive integers (None: each run's config)."""
+  if not values:
+    return None
+  bad = [v for v in values if not v.strip().isdigit() or int(v) < 1]
+  if bad:
+    raise errors.UserError(f"--lengths: {', '.join(map(repr, bad))} not a positive integer; "
+                           "give a comma list such as --lengths 10,20,40")
+  return [int(v) for v in values]
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -94,7 +106,7 @@ def main(argv):
   with errors.user_errors(FileNotFoundError):
     workdirs = _WORKDIR.value or sweep.run_dirs(_SWEEP_DIR.value)
   out = _OUT.value or _RESULTS_DIR.value or os.path.join(_SWEEP_DIR.value or workdirs[0], "eval")
-  lengths = [int(n) for n in _LENGTHS.value] if _LENGTHS.value else None
+  lengths = _parse_lengths(_LENGTHS.value)
   options = dict(lengths=lengths, batch_size=_BATCH_SIZE.value, num_examples=_NUM_EXAMPLES.value,
                  oracle_length=_ORACLE_LENGTH.value, eval_seed=_EVAL_SEED.value,
                  checkpoint=_CHECKPOINT.value, dump_predictions=_DUMP.value,
@@ -104,8 +116,7 @@ def main(argv):
       names = evaluate.run_names(workdirs)
       variants = {}
       if _SWEEP_DIR.value:  # the table lists the sweep's runs in order, trained or not
-        with open(os.path.join(_SWEEP_DIR.value, sweep.SWEEP_FILE)) as f:
-          meta = json.load(f)
+        meta = workdir_lib.read_json(os.path.join(_SWEEP_DIR.value, sweep.SWEEP_FILE))
         if os.path.exists(sweep.split_config_spec(meta["config"])[0]):
           variants = sweep.eval_variants(meta["config"],
                                          sweep.expand(*sweep.load_sweep(meta["config"])))

@@ -29,7 +29,11 @@ a SLURM job step of several tasks (not with --sweep_shard: shards are
 independent); `on` requires one, `off` never joins.
 
 A mistake in the config, flags or workdir is reported as one line (exit 1);
-RELPOS_TRACEBACK=1 adds the traceback.
+RELPOS_TRACEBACK=1 adds the traceback. A run holds its workdir's lock: a second
+train.py on it is refused (exit 1). SIGTERM or SIGINT (Ctrl-C) finish the step
+in flight, save a checkpoint at it and exit 75, also in the middle of a sweep;
+a second signal exits at once. A failed write (full disk) exits 74. See
+docs/training.md, "Preemption, locks, exit codes".
 """
 
 from absl import app
@@ -39,6 +43,7 @@ from ml_collections import config_flags
 from relpos_jax import distributed
 from relpos_jax import errors
 from relpos_jax import log_setup
+from relpos_jax import preemption
 from relpos_jax import sweep
 from relpos_jax import tables
 from relpos_jax import train_lib
@@ -68,7 +73,15 @@ def main(argv):
   config_file = flags.FLAGS["config"].config_filename
   with errors.user_errors():
     distributed.initialize(_MULTIHOST.value, sweep_shard=bool(_SHARD.value))
-  if sweep.is_sweep_config(config_file):
+  with errors.user_errors(FileNotFoundError):
+    is_sweep = sweep.is_sweep_config(config_file)
+  with preemption.handling_signals():  # a signal between a sweep's runs stops it too
+    _train(config_file, is_sweep)
+
+
+def _train(config_file: str, is_sweep: bool) -> None:
+  """Trains the run, or the sweep's runs."""
+  if is_sweep:
     overrides = config_flags.get_override_values(flags.FLAGS["config"])
     records = sweep.run_sweep(config_file, _WORKDIR.value, base_config=_CONFIG.value,
                               only=_RUNS.value, shard=_SHARD.value, command_line=overrides,

@@ -16,6 +16,14 @@ Multi-process (relpos_jax/distributed.py): every process builds only its own
 rows of each global batch and takes part in every step and checkpoint save and
 restore; process 0 alone writes config.json, vocab.json, metrics.jsonl and
 TensorBoard.
+
+Faults a cluster run meets (docs/training.md, "Preemption, locks, exit codes"):
+the run holds the workdir's lock (relpos_jax/workdir_lock.py: a second run on it
+is refused); SIGTERM or SIGINT finish the step in flight, save a checkpoint at
+it and raise `errors.Preempted` (relpos_jax/preemption.py), every process at the
+same step; a checkpoint or metrics write that fails (full disk, read-only)
+raises `errors.WriteFailed` naming the path and cause, the previous checkpoint
+intact; the next start removes the save it left half-written.
 """
 
 from __future__ import annotations
@@ -41,7 +49,9 @@ from relpos_jax import losses
 from relpos_jax import metric_writers
 from relpos_jax import optim
 from relpos_jax import model as model_lib
+from relpos_jax import preemption
 from relpos_jax import workdir as workdir_lib
+from relpos_jax import workdir_lock
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab as vocab_lib
 from relpos_jax.positions import randomized as randomized_lib
@@ -267,20 +277,34 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     ValueError: a config that cannot run, or a workdir holding a different run.
     FloatingPointError: a non-finite loss or gradient (names the step; that
       state is never saved).
+    workdir_lock.WorkdirLocked: another live run trains in `workdir`.
+    errors.Preempted: SIGTERM/SIGINT; a checkpoint of the step it stopped at
+      was saved (rerun to resume).
+    errors.WriteFailed: a checkpoint or metrics write failed (the path and the
+      cause; the previous checkpoint is intact).
   """
-  with contextlib.ExitStack() as stack:  # closes the checkpoint manager and the writer
+  with contextlib.ExitStack() as stack:  # releases the lock, closes the manager and the writer
+    stack.enter_context(preemption.handling_signals())
     return _train(config, workdir, stack)
 
 
 def _train(config: ml_collections.ConfigDict, workdir: str,
            stack: contextlib.ExitStack) -> TrainState:
   """The body of `train_and_evaluate`; what needs closing goes on `stack`."""
+  stop = preemption.stop_signal()  # a sweep's signal that came between two runs
+  if stop:
+    raise errors.Preempted(None, stop)
   seeds = [config.seed + i for i in range(config.num_seeds)]
   with errors.user_errors():  # what was asked cannot run: one line from the entry points
     datasets = [pipeline.make_dataset(seed=s, **config.data) for s in seeds]
     model = architectures.make_model(config.model, vocab_size=datasets[0].vocab.size)
     check_config(config, model, datasets[0])
-    prepare_workdir(config, workdir, datasets[0].vocab)
+    stack.enter_context(workdir_lock.hold_run(workdir))  # before anything is written
+    with _write_failures("config.json and vocab.json", workdir):
+      prepare_workdir(config, workdir, datasets[0].vocab)
+  if distributed.is_writer():
+    workdir_lib.remove_partial_checkpoints(workdir)  # ours: we hold the lock
+  distributed.barrier("workdir ready")
 
   tx, schedule = optim.make_optimizer(num_steps=config.num_steps, **config.optimizer)
   mesh = make_mesh()
@@ -293,7 +317,8 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
   state = restore_or_keep(manager, state, workdir)
   start = int(state.step[0])
   if distributed.is_writer():
-    metric_writers.truncate_after(workdir, start)
+    with _write_failures("metrics", workdir_lib.metrics_path(workdir)):
+      metric_writers.truncate_after(workdir, start)
   if start:
     logging.info("resuming %s from step %d", workdir, start)
 
@@ -305,8 +330,26 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
   writer = stack.enter_context(contextlib.closing(metric_writers.MetricWriter(
       workdir, multi_replica=config.num_seeds > 1, enabled=distributed.is_writer())))
   rows = process_rows(config.batch_size)
-  window: list[dict[str, np.ndarray]] = []
+  # A preempted run's steps since its last log line: the next record averages them too.
+  window: list[dict[str, np.ndarray]] = metric_writers.load_pending(workdir, start)
+  resumed_window = len(window)  # not timed in this session
   t_window, t_start = time.perf_counter(), time.perf_counter()
+
+  def save(step: int) -> None:
+    previous = manager.latest_step()
+    try:
+      manager.save(step, args=ocp.args.StandardSave(flax.serialization.to_state_dict(state)))
+      manager.wait_until_finished()
+    except Exception as e:  # pylint: disable=broad-except  # orbax wraps OS errors in many kinds
+      failure = errors.write_failure(
+          e, f"checkpoint {step}", workdir_lib.checkpoint_dir(workdir),
+          f"checkpoint {previous} is intact: make room and rerun the same command to resume"
+          if previous is not None else "no earlier checkpoint")
+      if failure is None:
+        raise
+      if distributed.is_writer():
+        workdir_lib.remove_partial_checkpoints(workdir)  # give the space back now
+      raise failure from None
 
   def batch_of(step: int) -> dict[str, jax.Array]:
     return shard_batch(stacked_batch(datasets, step, config.batch_size, rows), batch_sharding,
@@ -323,9 +366,16 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
     _check_finite(metrics, step, seeds)
     window.append(metrics)
     done = step + 1
-    if done % config.log_every == 0 or done == config.num_steps:
+    stop = preemption.stop_signal()  # every process, every step: they stop at the same one
+    log_now = done % config.log_every == 0 or done == config.num_steps
+    if stop:  # first: the scheduler's grace period may end during the eval below
+      if distributed.is_writer():  # before the checkpoint: one never exists without it
+        metric_writers.save_pending(workdir, done, [] if log_now else window)
+      save(done)
+    if log_now:
       now = time.perf_counter()
-      steps_per_sec = len(window) / (now - t_window)
+      steps_per_sec = (len(window) - resumed_window) / (now - t_window)
+      resumed_window = 0
       for i, seed in enumerate(seeds):
         mean = {k: float(np.mean([m[k][i] for m in window])) for k in window[0]}
         writer.write(done, "train", seed, {**mean, "steps_per_sec": steps_per_sec})
@@ -344,11 +394,23 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
         logging.info("eval step %d seed %d: %s", done, seed,
                      " | ".join(f"{k} {v:.3f}" for k, v in scalars.items()))
       t_window = time.perf_counter()  # eval time is not training time
-    if done % config.checkpoint_every == 0 or done == config.num_steps:
-      manager.save(done, args=ocp.args.StandardSave(flax.serialization.to_state_dict(state)))
+    if (done % config.checkpoint_every == 0 or done == config.num_steps) and not stop:
+      save(done)
+    if stop and done < config.num_steps:
+      writer.close()  # flushes TensorBoard now (closing twice is harmless)
+      raise errors.Preempted(done, stop)
 
   manager.wait_until_finished()
   return state
+
+
+@contextlib.contextmanager
+def _write_failures(what: str, path: str):
+  """Re-raises a failed write (OSError) inside as `errors.WriteFailed` naming `what` and `path`."""
+  try:
+    yield
+  except OSError as e:
+    raise errors.write_failure(e, what, path) or e
 
 
 def _check_finite(metrics: dict[str, np.ndarray], step: int, seeds: list[int]) -> None:

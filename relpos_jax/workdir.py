@@ -5,7 +5,9 @@ A workdir holds
   config.json             the run's config, plus `provenance` (versions, backend,
                           git commit; not part of the run's identity)
   vocab.json              the vocabulary (ids)
-  checkpoints/<step>/     orbax, the last `keep_checkpoints`
+  checkpoints/<step>/     orbax, the last `keep_checkpoints`; a save in progress (or cut
+                          off) is `<step>.orbax-checkpoint-tmp*`, removed on the next start
+  train.lock              who trains here now (relpos_jax/workdir_lock.py)
   checkpoints_unreadable/<step>/   checkpoints found unreadable, moved aside (never deleted)
   metrics.jsonl, tensorboard/      (metric_writers.py)
 
@@ -49,6 +51,7 @@ CHECKPOINTS = "checkpoints"
 UNREADABLE = "checkpoints_unreadable"
 PROVENANCE_KEY = "provenance"
 METRICS_FILE = "metrics.jsonl"
+PENDING_FILE = "metrics_pending.json"  # a preempted run's train metrics not yet logged
 TENSORBOARD = "tensorboard"
 EVAL = "eval"
 # Config keys that must match to resume a workdir (they shape params or data).
@@ -66,13 +69,23 @@ def config_json(config: ml_collections.ConfigDict) -> dict:
   return json.loads(config.to_json())
 
 
+def read_json(path: str) -> Any:
+  """The JSON data of `path`; a file that is not JSON is a ValueError naming it."""
+  with open(path) as f:
+    text = f.read()
+  try:
+    return json.loads(text)
+  except ValueError as e:
+    raise ValueError(f"{path} is not valid JSON ({e}); restore it from a copy, or delete it "
+                     "(train.py writes config.json and vocab.json again from its flags)") from e
+
+
 def load_config(workdir: str) -> ml_collections.ConfigDict:
   """The config a run was trained with (`workdir/config.json`; tuples came back as lists)."""
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path} not found: {workdir} is not a training workdir")
-  with open(path) as f:
-    return ml_collections.ConfigDict(json.load(f))
+  return ml_collections.ConfigDict(read_json(path))
 
 
 def identity_changes(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
@@ -102,8 +115,7 @@ def check_identity(config: ml_collections.ConfigDict, workdir: str) -> None:
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(path):
     return
-  with open(path) as f:
-    old = json.load(f)
+  old = read_json(path)
   changed = identity_changes(old, config)
   if changed:
     raise ValueError(
@@ -133,8 +145,7 @@ def save_run_files(config: ml_collections.ConfigDict, workdir: str,
   new = config_json(config)
   new[PROVENANCE_KEY] = provenance_lib.provenance()
   if os.path.exists(path):
-    with open(path) as f:
-      old = json.load(f)
+    old = read_json(path)
     earlier = old.get(f"{PROVENANCE_KEY}_earlier", [])
     before = old.get(PROVENANCE_KEY)
     if before and (before.get("versions"), before.get("git")) != (
@@ -165,6 +176,11 @@ def vocab_path(workdir: str) -> str:
 def metrics_path(workdir: str) -> str:
   """`workdir/metrics.jsonl`: one JSON record per (step, kind, replica seed)."""
   return os.path.join(workdir, METRICS_FILE)
+
+
+def pending_path(workdir: str) -> str:
+  """`workdir/metrics_pending.json`: a preempted run's per-step train metrics since its last log."""
+  return os.path.join(workdir, PENDING_FILE)
 
 
 def tensorboard_dir(workdir: str) -> str:
@@ -207,6 +223,29 @@ def checkpoint_steps(workdir: str) -> list[int]:
 def has_checkpoint(workdir: str) -> bool:
   """Whether `workdir/checkpoints` holds a finished checkpoint step."""
   return bool(checkpoint_steps(workdir))
+
+
+def partial_checkpoints(workdir: str) -> list[str]:
+  """The folders of checkpoint saves that never finished (`<step>.orbax-checkpoint-tmp*`)."""
+  directory = checkpoint_dir(workdir)
+  if not os.path.isdir(directory):
+    return []
+  return sorted(os.path.join(directory, name) for name in os.listdir(directory)
+                if ".orbax-checkpoint-tmp" in name)
+
+
+def remove_partial_checkpoints(workdir: str) -> list[str]:
+  """Deletes `partial_checkpoints` (the trainer, holding the lock, at start); returns them.
+
+  Only the run that owns the workdir may do this: another one's save in
+  progress looks the same.
+  """
+  removed = partial_checkpoints(workdir)
+  for path in removed:
+    logging.warning("removing %s: a checkpoint save that never finished (killed, or a full "
+                    "disk)", path)
+    shutil.rmtree(path, ignore_errors=True)
+  return removed
 
 
 def checkpoint_manager(workdir: str, keep: int | None = None, *,

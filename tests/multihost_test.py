@@ -112,7 +112,7 @@ def test_two_processes_train_one_run_like_one_process_on_two_devices(tmp_path):
   assert _checkpoints(workdir) == [6, 9]
   assert len(list((workdir / "tensorboard").iterdir())) == 2
   assert sorted(p.name for p in workdir.iterdir()) == [
-      "checkpoints", "config.json", "metrics.jsonl", "tensorboard", "vocab.json"]
+      "checkpoints", "config.json", "metrics.jsonl", "tensorboard", "train.lock", "vocab.json"]
   config = json.loads((workdir / "config.json").read_text())
   assert config["provenance"]["process_count"] == 2
 
@@ -123,3 +123,23 @@ def test_two_processes_train_one_run_like_one_process_on_two_devices(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   records = [json.loads(line) for line in open(workdir / "eval" / "extrapolation.jsonl")]
   assert [(r["step"], r["length"]) for r in records] == [(STEPS, 4)]
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_process_stops_both_at_the_same_step_with_a_checkpoint(tmp_path):
+  logs = tmp_path / "logs"
+  logs.mkdir()
+  workdir = tmp_path / "run"
+  procs = _start_pair(workdir, 3000, logs)
+  deadline = time.time() + 240
+  while time.time() < deadline and not (workdir / "metrics.jsonl").exists():
+    assert all(p.poll() is None for p in procs), (logs / "process0.0.log").read_text()[-3000:]
+    time.sleep(0.05)
+  procs[1].send_signal(signal.SIGTERM)  # a scheduler may reach the tasks at different times
+  codes = _wait(procs)
+  texts = [(logs / f"process{i}.{i}.log").read_text() for i in (0, 1)]
+  assert codes == [75, 75], texts[0][-3000:] + texts[1][-3000:]
+  stops = [[line for line in t.splitlines() if line.startswith("stopped at step")] for t in texts]
+  assert len(stops[0]) == 1 and stops[0] == stops[1], stops  # the same step on both
+  step = int(stops[0][0].split()[3])
+  assert 0 < step < 3000 and _checkpoints(workdir)[-1] == step

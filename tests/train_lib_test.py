@@ -1,16 +1,22 @@
-"""Training: learning, resume, determinism, NaN guard, multi-seed, config checks."""
+"""Training: learning, resume, determinism, NaN guard, multi-seed, config checks, full disk."""
+
+import errno
+import os
 
 import jax
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from configs import default
 from relpos_jax import architectures
+from relpos_jax import errors
 from relpos_jax import evaluate
 from relpos_jax import losses
 from relpos_jax import metric_writers
 from relpos_jax import optim
 from relpos_jax import train_lib
+from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 
 TIMING_KEYS = {"steps_per_sec"}
@@ -163,3 +169,36 @@ def test_randomized_positions_train_every_scheme_quickly(tmp_path):
   config = default.get_config("scheme=shaw,smoke,randomized")
   state = train_lib.train_and_evaluate(config, str(tmp_path))
   assert int(state.step[0]) == config.num_steps
+
+
+@pytest.mark.slow  # trains
+def test_a_full_disk_is_one_line_and_the_previous_checkpoint_stays_loadable(tmp_path,
+                                                                           monkeypatch):
+  config = _smoke()  # 6 steps, checkpoints at 3 and 6
+  workdir = str(tmp_path / "run")
+  real_save = ocp.CheckpointManager.save
+
+  def save_until_full(manager, step, *args, **kwargs):
+    if step < 6:
+      return real_save(manager, step, *args, **kwargs)
+    os.makedirs(os.path.join(str(manager.directory), f"{step}.orbax-checkpoint-tmp-1"))
+    raise RuntimeError("tensorstore write failed") from OSError(errno.ENOSPC,
+                                                                "No space left on device")
+
+  monkeypatch.setattr(ocp.CheckpointManager, "save", save_until_full)
+  with pytest.raises(errors.WriteFailed) as e:
+    train_lib.train_and_evaluate(config, workdir)
+  assert str(e.value) == (
+      f"cannot write checkpoint 6 to {workdir_lib.checkpoint_dir(workdir)}: No space left on "
+      "device [ENOSPC]; checkpoint 3 is intact: make room and rerun the same command to resume")
+  assert workdir_lib.partial_checkpoints(workdir) == []  # the half-written save is gone
+  model = architectures.make_model(config.model, vocab_size=pipeline.make_dataset(
+      seed=config.seed, **config.data).vocab.size)
+  step, params = workdir_lib.load_params(workdir, config, model)
+  assert step == 3 and jax.tree_util.tree_leaves(params)
+  # A save cut off by a kill leaves its folder too: the next start removes it and resumes.
+  monkeypatch.setattr(ocp.CheckpointManager, "save", real_save)
+  os.makedirs(os.path.join(workdir_lib.checkpoint_dir(workdir), "6.orbax-checkpoint-tmp-2"))
+  train_lib.train_and_evaluate(config, workdir)
+  assert workdir_lib.checkpoint_steps(workdir) == [3, 6]
+  assert workdir_lib.partial_checkpoints(workdir) == []

@@ -117,7 +117,10 @@ class Vocab:
     if not path.exists():
       raise FileNotFoundError(f"no vocabulary at {path}; it is written by `Vocab.save` "
                               "(the trainer saves it beside the checkpoints)")
-    tokens = json.loads(path.read_text())["tokens"]
+    try:
+      tokens = json.loads(path.read_text())["tokens"]
+    except (ValueError, KeyError, TypeError) as e:  # name the file: there are many vocab.json
+      raise ValueError(f"{path} is not a vocabulary file ({type(e).__name__}: {e})") from e
     if tuple(tokens[:NUM_SPECIAL]) != SPECIAL_TOKENS:
       raise ValueError(f"{path} does not start with the special tokens {SPECIAL_TOKENS}; "
                        "it was not written by relpos_jax.data.vocab.Vocab.save")
