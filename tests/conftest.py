@@ -50,7 +50,8 @@ from relpos_jax import provenance  # noqa: E402 (after the XLA settings above)
 # take tests in collection order, round-robin at first, then as each finishes; starting
 # these first spreads them over the workers and leaves the many short tests to fill
 # in, instead of one worker running a minute-long test alone at the end.
-LONGEST_FIRST = ("multihost_test.py", "train_main_test.py", "benchmarks_test.py",
+LONGEST_FIRST = ("multihost_test.py", "errors_test.py", "preemption_test.py", "train_main_test.py",
+                 "benchmarks_test.py",
                  "eval_main_test.py", "sweep_test.py", "train_lib_test.py", "evaluate_test.py")
 
 
