@@ -23,6 +23,12 @@ records carry that score, the step, and whether the replica converged.
 stores each run's records under results/<table>/ (what RESULTS.md is rendered
 from).
 
+A byte-level language-model run (data.task lm:..., configs/lm.py) is evaluated by
+relpos_jax/lm_eval.py instead: bits per byte at each eval context on the same test
+bytes (--num_examples: how many bytes), loss by position, lm_context.{jsonl,md,csv},
+bpb_vs_context.png and loss_vs_position.png in `<workdir>/eval/` (--override: an
+eval variant, e.g. RoPE scaling, in its subfolder).
+
 eval.py only reads a workdir's checkpoints (read-only: it can run while the run
 still trains); an unreadable checkpoint is skipped with a warning naming it. It
 runs as one process. A mistake in the flags or a run that cannot be evaluated is
@@ -38,6 +44,8 @@ from absl import logging
 
 from relpos_jax import errors
 from relpos_jax import evaluate
+from relpos_jax import lm_eval
+from relpos_jax import lm_report
 from relpos_jax import report
 from relpos_jax import log_setup
 from relpos_jax import results
@@ -99,6 +107,12 @@ def main(argv):
                  checkpoint=_CHECKPOINT.value, dump_predictions=_DUMP.value,
                  overrides=_OVERRIDE.value, random_positions=_RANDOM_POSITIONS.value)
   with errors.user_errors(ValueError, FileNotFoundError):
+    if lm_eval.is_lm_run(workdirs[0]):  # byte-level LMs: bits per byte by context
+      records = lm_eval.evaluate_runs(workdirs, out if len(workdirs) > 1 else None,
+                                      checkpoint=_CHECKPOINT.value, num_bytes=_NUM_EXAMPLES.value,
+                                      overrides=_OVERRIDE.value)
+      print(lm_report.markdown(records))
+      return
     if _RESULTS_DIR.value:
       names = evaluate.run_names(workdirs)
       variants = {}

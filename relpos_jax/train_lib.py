@@ -37,6 +37,7 @@ from relpos_jax import architectures
 from relpos_jax import distributed
 from relpos_jax import errors
 from relpos_jax import evaluate
+from relpos_jax import lm_eval
 from relpos_jax import losses
 from relpos_jax import metric_writers
 from relpos_jax import optim
@@ -231,8 +232,11 @@ def evaluate_replica(model, params, dataset, config) -> dict[str, float]:
   """Periodic eval of one replica: the held-out validation set and the longest eval length.
 
   Both decode at the positions the run is validated at (random ones if it trained
-  at random positions: `randomized_lib.validation_positions`).
+  at random positions: `randomized_lib.validation_positions`). A language model
+  (an `lm:` task) reports its validation loss and bits per byte instead.
   """
+  if lm_eval.is_lm_config(config):
+    return lm_eval.validation_scalars(model, params, dataset)
   positions = randomized_lib.validation_positions(config.randomized)
   valid = evaluate.validation_record(model, params, dataset, batch_size=config.eval_batch_size,
                                      random_positions=positions)
