@@ -346,7 +346,8 @@ def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
       target text (space-separated tokens) or integer token sequences.
     tfds_train_split, tfds_eval_split: the TFDS splits to train and evaluate on.
     **lm_options: for an "lm:" task (a byte-level language model, relpos_jax/data/lm.py),
-      the keys of `lm.default_config()`; the keyword arguments above are then unused.
+      the keys of `lm.default_config()`; of the keyword arguments above only
+      `tfds_data_dir` is then used.
 
   Returns:
     The `Dataset`; its vocabulary is built from the whole training split,
@@ -359,7 +360,7 @@ def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
     FileNotFoundError: a "tfds:" dataset that is not in tfds_data_dir.
   """
   if task.startswith(lm.PREFIX):
-    return lm.make_dataset(task=task, seed=seed, **lm_options)
+    return lm.make_dataset(task=task, seed=seed, tfds_data_dir=tfds_data_dir, **lm_options)
   if lm_options:
     raise ValueError(f"unknown data config keys {sorted(lm_options)} for task {task!r}")
   buckets = _check_common(task, seed, length_buckets)
