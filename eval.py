@@ -108,9 +108,8 @@ def main(argv):
                  overrides=_OVERRIDE.value, random_positions=_RANDOM_POSITIONS.value)
   with errors.user_errors(ValueError, FileNotFoundError):
     if lm_eval.is_lm_run(workdirs[0]):  # byte-level LMs: bits per byte by context
-      records = lm_eval.evaluate_runs(workdirs, out if len(workdirs) > 1 else None,
-                                      checkpoint=_CHECKPOINT.value, num_bytes=_NUM_EXAMPLES.value,
-                                      overrides=_OVERRIDE.value)
+      records = lm_eval.evaluate_runs(workdirs, out, checkpoint=_CHECKPOINT.value,
+                                      num_bytes=_NUM_EXAMPLES.value, overrides=_OVERRIDE.value)
       print(lm_report.markdown(records))
       return
     if _RESULTS_DIR.value:

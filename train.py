@@ -38,6 +38,7 @@ from ml_collections import config_flags
 
 from relpos_jax import distributed
 from relpos_jax import errors
+from relpos_jax import lm_report
 from relpos_jax import log_setup
 from relpos_jax import sweep
 from relpos_jax import tables
@@ -73,7 +74,9 @@ def main(argv):
                               only=_RUNS.value, shard=_SHARD.value, command_line=overrides,
                               results_dir=_RESULTS_DIR.value, reuse=_REUSE.value,
                               split_seeds=_SPLIT_SEEDS.value)
-    if records:
+    if records and lm_report.is_lm_records(records):
+      print(lm_report.markdown(records))
+    elif records:
       print(tables.exact_match_table(records))
       print(tables.error_table(records))
     return

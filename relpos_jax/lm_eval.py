@@ -420,22 +420,50 @@ def evaluate_workdir(workdir: str, out_dir: str | None = None, *, run: str | Non
 
 
 def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
-                  names: Sequence[str] | None = None, **options: Any) -> list[Record]:
+                  names: Sequence[str] | None = None, on_run=None,
+                  **options: Any) -> list[Record]:
   """`evaluate_workdir` of each run (own report in its eval folder), then their comparison.
 
   Args:
     workdirs: training workdirs of LM runs.
-    out_dir: where the comparison report goes (None: only each run's own).
+    out_dir: where the comparison report goes (None, or one run's own eval folder:
+      only each run's own report).
     names: run names (default: `evaluate.run_names`).
-    **options: `LMEvalOptions` fields.
+    on_run: called as `on_run(name, workdir, records, seconds)` after each run.
+    **options: `LMEvalOptions` fields; also the options `evaluate.evaluate_runs`
+      takes, mapped where they mean something here (`num_examples`: num_bytes) and
+      refused where they do not (oracle_length, random_positions, dump_predictions).
 
   Returns:
     Every run's records.
   """
+  options = _lm_options(options)
   names = list(names) if names is not None else evaluate.run_names(workdirs)
   records = []
+  own = set()
   for workdir, name in zip(workdirs, names):
-    records += evaluate_workdir(workdir, run=name, **options)
-  if out_dir is not None and len(workdirs) > 1:
+    start = time.perf_counter()
+    run_records = evaluate_workdir(workdir, run=name, **options)
+    records += run_records
+    own.add(os.path.abspath(workdir_lib.eval_dir(workdir)))
+    if on_run is not None:
+      on_run(run_records[0]["run"] if run_records else name, workdir, run_records,
+             time.perf_counter() - start)
+  if out_dir is not None and {os.path.abspath(out_dir)} != own:
     lm_report.write_report(records, out_dir)
   return records
+
+
+def _lm_options(options: dict[str, Any]) -> dict[str, Any]:
+  """`evaluate.EvalOptions`-style keywords -> `LMEvalOptions` fields (ValueError if meaningless)."""
+  options = dict(options)
+  for key in ("oracle_length", "random_positions", "dump_predictions"):
+    if options.pop(key, False):
+      raise ValueError(f"{key} does not apply to a language-model run")
+  num_examples = options.pop("num_examples", None)
+  if num_examples is not None:
+    options["num_bytes"] = num_examples
+  for key in ("lengths", "batch_size", "eval_seed"):  # contexts and batches come from the run
+    if options.pop(key, None) not in (None, 0):
+      logging.warning("%s is ignored for language-model runs", key)
+  return options

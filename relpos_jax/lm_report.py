@@ -29,6 +29,11 @@ REPORT_FILES = {"records": "lm_context.jsonl", "tables": "lm_context.md",
 NA = "n/a"
 
 
+def is_lm_records(records: Sequence[Record]) -> bool:
+  """Whether records are language-model records (they carry bits per byte by context)."""
+  return bool(records) and all("bits_per_byte" in r and "context" in r for r in records)
+
+
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
   """(mean, half-width of the 95% Student-t interval), NaN half-width for one value.
 
