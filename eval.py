@@ -110,7 +110,7 @@ def main(argv):
     if lm_eval.is_lm_run(workdirs[0]):  # byte-level LMs: bits per byte by context
       records = lm_eval.evaluate_runs(workdirs, out, checkpoint=_CHECKPOINT.value,
                                       num_bytes=_NUM_EXAMPLES.value, overrides=_OVERRIDE.value)
-      print(lm_report.markdown(records))
+      print(lm_report.any_markdown(records))
       return
     if _RESULTS_DIR.value:
       names = evaluate.run_names(workdirs)

@@ -75,7 +75,7 @@ def main(argv):
                               results_dir=_RESULTS_DIR.value, reuse=_REUSE.value,
                               split_seeds=_SPLIT_SEEDS.value)
     if records and lm_report.is_lm_records(records):
-      print(lm_report.markdown(records))
+      print(lm_report.any_markdown(records))
     elif records:
       print(tables.exact_match_table(records))
       print(tables.error_table(records))

@@ -14,7 +14,12 @@ one with the lowest validation loss.
 
 Arguments (comma list): scheme, seed, num_seeds, steps, train_length, corpus
 (`cpython` or `tfds:<name>`, read from $TFDS_DATA_DIR or ~/tensorflow_datasets),
-smoke. The corpus manifest (Python version, documents, bytes and sha256 of each
+objective (`lm`, or `passkey`: passkey retrieval, relpos_jax/data/passkey.py, trained
+at L with the key at any depth; eval.py then writes the accuracy table and heatmap
+over contexts L..16L x depths 0, 0.25, 0.5, 0.75, 1), smoke.
+
+  python train.py --config configs/lm.py:scheme=alibi,objective=passkey --workdir runs/pk
+  python eval.py --workdir runs/pk            # passkey.{md,csv,jsonl}, passkey_heatmap.png The corpus manifest (Python version, documents, bytes and sha256 of each
 split) is computed here and stored in the run's config (`data.manifest`): eval
 refuses a corpus that differs from it.
 """
@@ -29,7 +34,7 @@ from relpos_jax.data import lm
 from relpos_jax.positions import randomized
 
 ARGS = {"scheme": "alibi", "seed": 0, "num_seeds": 1, "steps": 0, "train_length": 128,
-        "corpus": "cpython", "smoke": False}
+        "corpus": "cpython", "objective": "lm", "smoke": False}
 
 
 def get_config(arg=None) -> ml_collections.ConfigDict:
@@ -43,6 +48,7 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
   config.data = lm.default_config()
   config.data.task = lm.PREFIX + args["corpus"]
   config.data.train_length = L
+  config.data.objective = args["objective"]
 
   config.model = architectures.default_config("decoder_only")
   config.model.update(d_model=128, num_heads=4, head_dim=32, d_ff=512, num_layers=4,
@@ -62,11 +68,13 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
   config.keep_checkpoints = config.num_steps // config.checkpoint_every + 1  # all: pick by valid
   if args["smoke"]:
     config.model.update(d_model=16, num_heads=2, head_dim=8, d_ff=32, num_layers=1)
-    config.data.train_length = 16
-    config.model.position = position_config(args["scheme"], 16)
+    L = 96 if args["objective"] == "passkey" else 16  # a passkey example needs > 85 bytes
+    config.data.train_length = L
+    config.model.position = position_config(args["scheme"], L)
     config.data.eval_multiples = (1, 2, 4)
     config.data.eval_bytes = 256
     config.data.valid_bytes = 128
+    config.data.passkey_examples = 4
     config.num_steps = args["steps"] or 6
     config.batch_size = 4
     config.log_every = config.eval_every = config.checkpoint_every = 3

@@ -51,6 +51,7 @@ from relpos_jax import lm_report
 from relpos_jax import provenance
 from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import lm
+from relpos_jax.data import passkey as passkey_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab as vocab_lib
 
@@ -280,10 +281,72 @@ def validation_loss(model, params, dataset: lm.LMDataset,
   return record["loss"]
 
 
-def validation_scalars(model, params, dataset: lm.LMDataset) -> dict[str, float]:
-  """The periodic eval of a training run: validation loss and bits per byte at context L."""
+def validation_scalars(model, params, dataset) -> dict[str, float]:
+  """The periodic eval of a training run: validation loss and bits per byte at context L.
+
+  A passkey run reports its accuracy at L (`passkey_validation_accuracy`).
+  """
+  if isinstance(dataset, passkey_lib.PasskeyDataset):
+    return {"valid_passkey_accuracy": passkey_validation_accuracy(model, params, dataset)}
   loss = validation_loss(model, params, dataset)
   return {"valid_loss": loss, "valid_bits_per_byte": bits_per_byte(loss)}
+
+
+# ---------------------------------------------------------------- passkey
+
+def passkey_correct(model, params, batch: dict[str, np.ndarray], rows: int) -> np.ndarray:
+  """Greedy-decodes each prompt's 5 digits, `rows` prompts at a time; bool [B]: all 5 right."""
+  out = []
+  for start in range(0, len(batch["inputs"]), rows):
+    chunk = {k: v[start:start + rows] for k, v in batch.items()}
+    tokens_BxT, _ = evaluate.decode_batch(model, params, chunk)
+    digits = passkey_lib.KEY_DIGITS
+    out.append((tokens_BxT[:, :digits] == chunk["targets"][:, :digits]).all(axis=1))
+  return np.concatenate(out)
+
+
+def passkey_context_reason(model, context: int) -> str | None:
+  """None if the model can encode a passkey example of `context` bytes, else why not."""
+  try:
+    model.check_lengths(context - passkey_lib.KEY_DIGITS, passkey_lib.KEY_DIGITS + 1)
+  except ValueError as e:
+    return str(e)
+  return None
+
+
+def evaluate_passkey(model, params, dataset: passkey_lib.PasskeyDataset, *,
+                     budget_mib: float = DEFAULT_ATTENTION_BUDGET_MIB,
+                     seed: int = passkey_lib.EVAL_SEED) -> list[Record]:
+  """Passkey accuracy at every (eval context, depth).
+
+  Returns:
+    One record per (context, depth): {"context", "depth", "accuracy" (share of
+    examples whose 5 generated digits are the key; NaN if n/a), "num_examples", "error"}.
+  """
+  records = []
+  for context in dataset.eval_contexts:
+    reason = passkey_context_reason(model, context)
+    for depth in dataset.depths:
+      if reason is not None:
+        records.append({"context": context, "depth": depth, "accuracy": float("nan"),
+                        "num_examples": 0, "error": reason})
+        continue
+      batch = dataset.eval_batch(context, depth, seed=seed)
+      correct = passkey_correct(model, params, batch, rows_per_pass(model, context + 2,
+                                                                    budget_mib))
+      records.append({"context": context, "depth": depth, "accuracy": float(correct.mean()),
+                      "num_examples": int(len(correct)), "error": None})
+  return records
+
+
+def passkey_validation_accuracy(model, params, dataset: passkey_lib.PasskeyDataset) -> float:
+  """Mean passkey accuracy at context L over the depths, on examples the eval sets do not use."""
+  correct = [passkey_correct(model, params,
+                             dataset.eval_batch(dataset.train_length, depth,
+                                                seed=passkey_lib.EVAL_SEED + 1),
+                             rows_per_pass(model, dataset.train_length + 2)).mean()
+             for depth in dataset.depths]
+  return float(np.mean(correct))
 
 
 # --------------------------------------------------------------- whole runs
@@ -316,10 +379,17 @@ class LMEvalOptions:
     evaluate.parse_overrides(self.overrides)
 
 
+def _validation_score(model, params, dataset, budget_mib: float) -> float:
+  """Lower is better: the validation loss (LM), or 1 - the validation passkey accuracy."""
+  if isinstance(dataset, passkey_lib.PasskeyDataset):
+    return 1.0 - passkey_validation_accuracy(model, params, dataset)
+  return validation_loss(model, params, dataset, budget_mib)
+
+
 def choose_checkpoint(workdir: str, config: ml_collections.ConfigDict, model,
                       dataset: lm.LMDataset, rule: str,
                       budget_mib: float) -> list[tuple[int, Any, float, int]]:
-  """Per replica: (step, params, validation loss there, best step by validation loss).
+  """Per replica: (step, params, validation score there, best step by it) (`_validation_score`).
 
   Raises:
     FileNotFoundError: no checkpoint.
@@ -339,8 +409,8 @@ def choose_checkpoint(workdir: str, config: ml_collections.ConfigDict, model,
       continue
     for replica in range(config.num_seeds):
       params = jax.tree_util.tree_map(lambda x, i=replica: x[i], params_N)
-      scored[replica].append((step, params, validation_loss(model, params, dataset,
-                                                            budget_mib)))
+      scored[replica].append((step, params, _validation_score(model, params, dataset,
+                                                              budget_mib)))
   if not scored[0]:
     raise workdir_lib.UnreadableCheckpoints(f"no checkpoint of {workdir} can be read")
   out = []
@@ -402,20 +472,32 @@ def evaluate_workdir(workdir: str, out_dir: str | None = None, *, run: str | Non
           "manifest": lm._plain(dataset.manifest),  # pylint: disable=protected-access
           "provenance": provenance.provenance()}
   records = []
+  is_passkey = isinstance(dataset, passkey_lib.PasskeyDataset)
   for replica, (step, params, valid, best_step) in enumerate(chosen):
     seed = config.seed + replica
-    for record in evaluate_contexts(model, params, dataset, num_bytes=opts.num_bytes,
-                                    budget_mib=opts.budget_mib):
-      records.append({**base, "seed": seed, "replica": replica, "step": step,
-                      "valid_loss": valid, "valid_bits_per_byte": bits_per_byte(valid),
-                      "best_valid_step": best_step,
-                      "multiple": record["context"] / dataset.train_length, **record})
-      logging.info("run %s seed %d context %d (%s): %s", name + variant, seed,
-                   record["context"], record["mode"],
-                   "n/a" if record["error"] else f"{record['bits_per_byte']:.4f} bits/byte")
+    replica_base = {**base, "seed": seed, "replica": replica, "step": step,
+                    "best_valid_step": best_step}
+    if is_passkey:
+      replica_base["valid_passkey_accuracy"] = 1.0 - valid
+      results = evaluate_passkey(model, params, dataset, budget_mib=opts.budget_mib)
+    else:
+      replica_base.update(valid_loss=valid, valid_bits_per_byte=bits_per_byte(valid))
+      results = evaluate_contexts(model, params, dataset, num_bytes=opts.num_bytes,
+                                  budget_mib=opts.budget_mib)
+    for record in results:
+      records.append({**replica_base, "multiple": record["context"] / dataset.train_length,
+                      **record})
+      value = (f"accuracy {record['accuracy']:.3f} at depth {record['depth']}" if is_passkey
+               else f"{record.get('bits_per_byte', float('nan')):.4f} bits/byte")
+      logging.info("run %s seed %d context %d: %s", name + variant, seed, record["context"],
+                   "n/a" if record["error"] else value)
   logging.info("evaluated %s in %s", name + variant,
                evaluate.format_seconds(time.perf_counter() - start))
-  lm_report.write_report(records, out_dir or workdir_lib.eval_dir(workdir, variant))
+  out = out_dir or workdir_lib.eval_dir(workdir, variant)
+  if is_passkey:
+    lm_report.write_passkey_report(records, out)
+  else:
+    lm_report.write_report(records, out)
   return records
 
 
@@ -450,7 +532,11 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
       on_run(run_records[0]["run"] if run_records else name, workdir, run_records,
              time.perf_counter() - start)
   if out_dir is not None and {os.path.abspath(out_dir)} != own:
-    lm_report.write_report(records, out_dir)
+    passkey_records = [r for r in records if "accuracy" in r]
+    if passkey_records:
+      lm_report.write_passkey_report(passkey_records, out_dir)
+    if len(passkey_records) < len(records):
+      lm_report.write_report([r for r in records if "accuracy" not in r], out_dir)
   return records
 
 

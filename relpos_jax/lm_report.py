@@ -23,6 +23,8 @@ from relpos_jax import plots
 from relpos_jax import report
 
 Record = dict[str, Any]
+PASSKEY_FILES = {"records": "passkey.jsonl", "tables": "passkey.md", "csv": "passkey.csv",
+                 "plot": "passkey_heatmap.png"}
 REPORT_FILES = {"records": "lm_context.jsonl", "tables": "lm_context.md",
                 "csv": "lm_context.csv", "plot": "bpb_vs_context.png",
                 "position_plot": "loss_vs_position.png"}
@@ -30,8 +32,17 @@ NA = "n/a"
 
 
 def is_lm_records(records: Sequence[Record]) -> bool:
-  """Whether records are language-model records (they carry bits per byte by context)."""
-  return bool(records) and all("bits_per_byte" in r and "context" in r for r in records)
+  """Whether records are language-model records (bits per byte or passkey accuracy by context)."""
+  return bool(records) and all(("bits_per_byte" in r or "accuracy" in r) and "context" in r
+                               for r in records)
+
+
+def any_markdown(records: Sequence[Record]) -> str:
+  """The bits-per-byte tables of LM records and the passkey table of passkey records."""
+  passkey = [r for r in records if "accuracy" in r]
+  lm_records = [r for r in records if "accuracy" not in r]
+  return ((markdown(lm_records) if lm_records else "")
+          + (passkey_markdown(passkey) if passkey else ""))
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
@@ -180,4 +191,94 @@ def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
   write_csv(records, paths["csv"])
   bpb_vs_context(records, paths["plot"])
   loss_vs_position(records, paths["position_plot"])
+  return paths
+
+
+# -------------------------------------------------------------------- passkey
+
+def passkey_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
+  """One row per (run, context, depth): seeds, mean accuracy, 95% half-width, error."""
+  groups: dict[tuple[str, int, float], list[Record]] = collections.OrderedDict()
+  for r in records:
+    groups.setdefault((r["run"], int(r["context"]), float(r["depth"])), []).append(r)
+  rows = []
+  for (run, context, depth), group in groups.items():
+    good = [r["accuracy"] for r in group if not r.get("error")]
+    mean, half = mean_ci(good) if good else (float("nan"), float("nan"))
+    errors = [r["error"] for r in group if r.get("error")]
+    rows.append({"run": run, "context": context, "multiple": context / group[0]["train_length"],
+                 "depth": depth, "num_seeds": len(good), "accuracy": mean, "ci95": half,
+                 "error": errors[0] if errors else None})
+  return rows
+
+
+def passkey_markdown(records: Sequence[Record]) -> str:
+  """Passkey accuracy: one table per run, rows = eval context, columns = depth."""
+  rows = passkey_rows(records)
+  out = []
+  for run in dict.fromkeys(r["run"] for r in rows):
+    mine = [r for r in rows if r["run"] == run]
+    depths = sorted({r["depth"] for r in mine})
+    out.append(f"### Passkey accuracy, {run} (mean over seeds; n/a: context not encodable)\n")
+    out.append("| context | " + " | ".join(f"depth {d:g}" for d in depths) + " |")
+    out.append("|---|" + "---|" * len(depths))
+    for context in sorted({r["context"] for r in mine}):
+      cells = []
+      for d in depths:
+        row = next(r for r in mine if r["context"] == context and r["depth"] == d)
+        cells.append(NA if not row["num_seeds"] else f"{row['accuracy']:.2f}")
+      out.append(f"| {context} ({context / _train(records):g}×L) | "
+                 + " | ".join(cells) + " |")
+    out.append("")
+  return "\n".join(out) + "\n"
+
+
+def _train(records: Sequence[Record]) -> int:
+  """The training context of the records (the first one's)."""
+  return int(records[0]["train_length"])
+
+
+def passkey_heatmap(records: Sequence[Record], path: str) -> str:
+  """Accuracy by eval context (rows) x depth (columns), one panel per run; n/a cells hatched grey."""
+  rows = passkey_rows(records)
+  runs = list(dict.fromkeys(r["run"] for r in rows))
+  fig = plots._figure(3.2 * len(runs) + 0.8, 3.6)  # pylint: disable=protected-access
+  axes = np.atleast_1d(fig.subplots(1, len(runs), squeeze=False)[0])
+  image = None
+  for ax, run in zip(axes, runs):
+    mine = [r for r in rows if r["run"] == run]
+    contexts = sorted({r["context"] for r in mine})
+    depths = sorted({r["depth"] for r in mine})
+    grid = np.full((len(contexts), len(depths)), np.nan)
+    for r in mine:
+      grid[contexts.index(r["context"]), depths.index(r["depth"])] = r["accuracy"]
+    ax.set_facecolor("0.85")  # shows through NaN (n/a) cells
+    image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto", origin="lower")
+    for i in range(len(contexts)):
+      for j in range(len(depths)):
+        ax.text(j, i, NA if np.isnan(grid[i, j]) else f"{grid[i, j]:.2f}", ha="center",
+                va="center", fontsize=7, color="white" if grid[i, j] < 0.6 else "black")
+    ax.set_xticks(range(len(depths)), [f"{d:g}" for d in depths])
+    ax.set_yticks(range(len(contexts)), [str(c) for c in contexts])
+    ax.set_xlabel("key depth")
+    ax.set_ylabel("eval context (bytes)")
+    ax.set_title(run, loc="left", fontsize=9)
+  if image is not None:
+    fig.colorbar(image, ax=list(axes), label="passkey accuracy")
+  return plots._save(fig, path)  # pylint: disable=protected-access
+
+
+def write_passkey_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
+  """Writes `PASSKEY_FILES` (records, table, CSV, heatmap) to `out_dir`; returns key -> path."""
+  os.makedirs(out_dir, exist_ok=True)
+  paths = {k: os.path.join(out_dir, v) for k, v in PASSKEY_FILES.items()}
+  report.write_records(records, paths["records"])
+  with open(paths["tables"], "w") as f:
+    f.write(passkey_markdown(records))
+  rows = passkey_rows(records)
+  with open(paths["csv"], "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["run"])
+    writer.writeheader()
+    writer.writerows(rows)
+  passkey_heatmap(records, paths["plot"])
   return paths

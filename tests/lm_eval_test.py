@@ -155,3 +155,17 @@ def test_train_and_eval_end_to_end(tmp_path):
   bad = subprocess.run([sys.executable, "eval.py", "--workdir", workdir], env=env,
                        capture_output=True, text=True)
   assert bad.returncode == 1 and "differs from the one this run was trained on" in bad.stderr
+
+
+@pytest.mark.slow
+def test_passkey_train_and_eval_end_to_end(tmp_path):
+  workdir = str(tmp_path / "pk")
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+  subprocess.run([sys.executable, "train.py", "--config",
+                  "configs/lm.py:scheme=learned,objective=passkey,smoke", "--workdir", workdir],
+                 check=True, env=env, capture_output=True)
+  out = subprocess.run([sys.executable, "eval.py", "--workdir", workdir], check=True, env=env,
+                       capture_output=True, text=True).stdout
+  assert "Passkey accuracy" in out and "| 192 (2×L) | n/a |" in out
+  for name in lm_report.PASSKEY_FILES.values():
+    assert os.path.exists(os.path.join(workdir, "eval", name)), name

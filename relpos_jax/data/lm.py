@@ -59,6 +59,7 @@ EXCLUDED_DIRS = frozenset({"test", "tests", "site-packages", "dist-packages", "_
 # First words of this module's numpy seeds: tasks.py uses 0-1, pipeline.py 2-5.
 _TRAIN_STREAM = 6
 PASSKEY_STREAM = 7  # relpos_jax/data/passkey.py
+OBJECTIVES = ("lm", "passkey")
 
 
 # ----------------------------------------------------------------- vocabulary
@@ -366,6 +367,8 @@ def default_config() -> ml_collections.ConfigDict:
       "eval_bytes": 65_536,  # N: leading test ids scored at every C
       "valid_bytes": 16_384,  # leading validation ids scored periodically and to pick checkpoints
       "sliding_stride": 0,  # S > 0: also score sliding windows (each scores its last S)
+      "objective": "lm",  # "lm": next-byte prediction; "passkey": retrieval (data/passkey.py)
+      "passkey_examples": 32,  # passkey eval examples per (context, depth)
       "manifest": {},  # the corpus manifest the run was trained on (configs/lm.py fills it)
       "tfds_data_dir": "",
       "tfds_text_key": "text",
@@ -375,11 +378,13 @@ def default_config() -> ml_collections.ConfigDict:
 
 def make_dataset(*, task: str, seed: int, train_length: int = 128,
                  eval_multiples: Sequence[int] = (1, 2, 4, 8, 16), eval_bytes: int = 65_536,
-                 valid_bytes: int = 16_384, sliding_stride: int = 0,
-                 manifest: Mapping[str, Any] | None = None, tfds_data_dir: str | None = "",
+                 valid_bytes: int = 16_384, sliding_stride: int = 0, objective: str = "lm",
+                 passkey_examples: int = 32, manifest: Mapping[str, Any] | None = None, tfds_data_dir: str | None = "",
                  tfds_text_key: str = "text",
-                 tfds_splits: Sequence[str] = SPLITS) -> LMDataset:
-  """The `LMDataset` of an `lm:` task; config errors are raised before the corpus is read.
+                 tfds_splits: Sequence[str] = SPLITS) -> Any:
+  """The `LMDataset` of an `lm:` task (a `passkey.PasskeyDataset` with objective "passkey").
+
+  Config errors are raised before the corpus is read.
 
   Args: the `default_config()` keys, and the run seed.
 
@@ -390,6 +395,8 @@ def make_dataset(*, task: str, seed: int, train_length: int = 128,
     raise ValueError(f"seed must be a non-negative int, got {seed!r}")
   if train_length < 1:
     raise ValueError(f"data.train_length must be >= 1, got {train_length}")
+  if objective not in OBJECTIVES:
+    raise ValueError(f"data.objective={objective!r}; choose one of {OBJECTIVES}")
   multiples = [int(m) for m in eval_multiples]
   if not multiples or min(multiples) < 1:
     raise ValueError(f"data.eval_multiples must be positive integers, got {list(eval_multiples)}")
@@ -400,6 +407,10 @@ def make_dataset(*, task: str, seed: int, train_length: int = 128,
   corpus = load_corpus(task, tfds_data_dir=tfds_data_dir, tfds_text_key=tfds_text_key,
                        tfds_splits=tfds_splits)
   check_manifest(manifest, corpus.manifest)
+  if objective == "passkey":
+    from relpos_jax.data import passkey  # pylint: disable=g-import-not-at-top (it imports lm)
+    return passkey.PasskeyDataset(corpus, seed=seed, train_length=train_length,
+                                  eval_multiples=multiples, eval_examples=passkey_examples)
   dataset = LMDataset(corpus, seed=seed, train_length=train_length, eval_multiples=multiples,
                       eval_bytes=eval_bytes, valid_bytes=valid_bytes,
                       sliding_stride=sliding_stride)
