@@ -815,8 +815,7 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
     ValueError: no workdir holds a checkpoint; bad options.
   """
   from relpos_jax import lm_eval  # pylint: disable=g-import-not-at-top (lm_eval imports this)
-  if workdirs and all(os.path.exists(workdir_lib.config_path(w)) and lm_eval.is_lm_run(w)
-                      for w in workdirs):  # byte-level language models: their own protocol
+  if workdirs and all(lm_eval.is_lm_run(w) for w in workdirs):  # byte-level LMs: own protocol
     return lm_eval.evaluate_runs(workdirs, out_dir, names=names, on_run=on_run, **options)
   opts = EvalOptions(lengths=None if lengths is None else list(lengths), batch_size=batch_size,
                      **options)

@@ -68,7 +68,9 @@ def is_lm_config(config: ml_collections.ConfigDict | dict) -> bool:
 
 
 def is_lm_run(workdir: str) -> bool:
-  """Whether `workdir` holds a language-model run (reads its config.json)."""
+  """Whether `workdir` holds a language-model run (reads its config.json; False without one)."""
+  if not os.path.exists(workdir_lib.config_path(workdir)):
+    return False
   return is_lm_config(workdir_lib.load_config(workdir))
 
 
