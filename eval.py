@@ -107,10 +107,11 @@ def main(argv):
                  checkpoint=_CHECKPOINT.value, dump_predictions=_DUMP.value,
                  overrides=_OVERRIDE.value, random_positions=_RANDOM_POSITIONS.value)
   with errors.user_errors(ValueError, FileNotFoundError):
-    if lm_eval.is_lm_run(workdirs[0]):  # byte-level LMs: bits per byte by context
-      records = lm_eval.evaluate_runs(workdirs, out, checkpoint=_CHECKPOINT.value,
-                                      num_bytes=_NUM_EXAMPLES.value, overrides=_OVERRIDE.value)
-      print(lm_report.any_markdown(records))
+    is_lm = lm_eval.is_lm_run(workdirs[0])  # byte-level LMs: bits per byte by context
+    lm_options = dict(checkpoint=_CHECKPOINT.value, num_bytes=_NUM_EXAMPLES.value,
+                      overrides=_OVERRIDE.value)
+    if is_lm and not _RESULTS_DIR.value:
+      print(lm_report.any_markdown(lm_eval.evaluate_runs(workdirs, out, **lm_options)))
       return
     if _RESULTS_DIR.value:
       names = evaluate.run_names(workdirs)
@@ -126,6 +127,10 @@ def main(argv):
                           meta["config"])
         results.write_table_meta(_RESULTS_DIR.value, meta["config"],
                                  [r["name"] for r in meta["runs"]], variants)
+      if is_lm:
+        print(lm_report.any_markdown(lm_eval.evaluate_into_results(
+            workdirs, names, _RESULTS_DIR.value, variants=variants, **lm_options)))
+        return
       records = sweep.evaluate_into_results(workdirs, names, _RESULTS_DIR.value,
                                             variants=variants, **options)
       results.write_table_report(_RESULTS_DIR.value)

@@ -49,6 +49,7 @@ from relpos_jax import architectures
 from relpos_jax import evaluate
 from relpos_jax import lm_report
 from relpos_jax import provenance
+from relpos_jax import results
 from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import lm
 from relpos_jax.data import passkey as passkey_lib
@@ -555,3 +556,51 @@ def _lm_options(options: dict[str, Any]) -> dict[str, Any]:
     if options.pop(key, None) not in (None, 0):
       logging.warning("%s is ignored for language-model runs", key)
   return options
+
+
+def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results_dir: str, *,
+                          variants: dict[str, dict[str, Sequence[str]]] | None = None,
+                          **options: Any) -> list[Record]:
+  """Evaluates LM runs (and their eval-time variants) and stores them in a results/ table.
+
+  Each run's records (and each variant's, as `<run>@<label>`, its run info saying
+  `variant_of`) go through `results.write_run`, as the seq2seq tables' do; the
+  table's report is then `lm_report`'s over every run stored so far
+  (`results.read_table`), written into `results_dir`.
+
+  Args:
+    workdirs: trained LM workdirs.
+    names: their run names.
+    results_dir: the table folder (`results/<table>`).
+    variants: run name -> {label: `key=value` overrides} (`sweep.eval_variants`).
+    **options: `LMEvalOptions` fields (without overrides: every variant is evaluated;
+      with them: only that evaluation).
+
+  Returns:
+    The records evaluated now.
+  """
+  records = []
+  for workdir, name in zip(workdirs, names):
+    plan = [dict(options)]
+    if not options.get("overrides"):
+      plan += [{**options, "overrides": list(overrides), "variant": label}
+               for label, overrides in (variants or {}).get(name, {}).items()]
+    for run_options in plan:
+      start = time.perf_counter()
+      run_records = evaluate_workdir(workdir, run=name, **run_options)
+      record_name = run_records[0]["run"]
+      results.write_run(results_dir, record_name, run_records, workdir=workdir,
+                        eval_seconds=time.perf_counter() - start,
+                        info={"variant_of": name} if record_name != name else {})
+      records += run_records
+  stored = [{k: float("nan") if v is None and k in _NULLABLE else v for k, v in r.items()}
+            for r in results.read_table(results_dir)]
+  passkey = [r for r in stored if "accuracy" in r]
+  if passkey:
+    lm_report.write_passkey_report(passkey, results_dir)
+  if len(passkey) < len(stored):
+    lm_report.write_report([r for r in stored if "accuracy" not in r], results_dir)
+  return records
+
+
+_NULLABLE = ("loss", "bits_per_byte", "perplexity", "accuracy")  # NaN, stored as null

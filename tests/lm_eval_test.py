@@ -148,6 +148,12 @@ def test_train_and_eval_end_to_end(tmp_path):
   assert "| lm | " in out
   for name in lm_report.REPORT_FILES.values():
     assert os.path.exists(os.path.join(workdir, "eval", name)), name
+  # Stored in a results/ table: records/<run>.jsonl, runs/<run>.json and the table's report.
+  table = str(tmp_path / "results" / "lm_context")
+  subprocess.run([sys.executable, "eval.py", "--workdir", workdir, "--results_dir", table],
+                 check=True, env=env, capture_output=True)
+  for name in ("records/lm.jsonl", "runs/lm.json", *lm_report.REPORT_FILES.values()):
+    assert os.path.exists(os.path.join(table, name)), name
   # A corpus that differs from the run's manifest is refused in one line.
   config_path = os.path.join(workdir, "config.json")
   text = open(config_path).read().replace('"python_version": "', '"python_version": "0.')

@@ -24,20 +24,33 @@ together, every 500 steps a checkpoint scored on 16,384 validation bytes at L (e
 takes each seed's lowest validation loss).
 
   python train.py --config configs/ablations/lm_context.py --workdir runs/lm_context
-  python eval.py --sweep_dir runs/lm_context                   # again, or after shards
+  python eval.py --sweep_dir runs/lm_context --results_dir results/lm_context
   python train.py --config configs/ablations/lm_context.py:smoke --workdir /tmp/lmc \
       --runs alibi                                             # seconds
 
+The first command trains the 10 runs and writes their comparison to
+runs/lm_context/eval/ (each run's own report to runs/lm_context/<run>/eval/); the
+second evaluates every run and every eval-time variant (`get_eval_variants`) and
+stores them in results/lm_context/ (records/<run>.jsonl, runs/<run>.json, and the
+table's lm_context.{jsonl,md,csv}, bpb_vs_context.png, loss_vs_position.png).
+`train.py --results_dir` is not wired for language-model records yet (after each
+run the sweep renders the seq2seq tables of results.py / tables.py): use the two
+steps above. An eval variant by hand, e.g. YaRN on the RoPE run, or sliding windows:
+
+  python eval.py --workdir runs/lm_context/rope \
+      --override model.position.scaling.type=yarn \
+      --override model.position.scaling.factor=16.0 \
+      --override model.position.scaling.original_max_position=128
+  python eval.py --workdir runs/lm_context/alibi --override data.sliding_stride=64
+
 10 runs. Expected runtime on 2 CPU cores: the issue's trial of this size took about
 7 minutes of training per scheme for one seed, so ~20 min per 3-seed run and ~3.5 h
-of training for the 10 (not measured here at full size); eval adds the
-checkpoints' validation (3 checkpoints x 3 seeds x 16 KB) and the 5 contexts x 64 KB
-x 3 seeds per run and per eval row (benchmarks/lm_eval_memory.py measures the time per
-byte of each context). `--sweep_shard i/n` splits the runs over n processes.
-`--results_dir` is not wired for language-model records yet (results.py and
-tables.py render the seq2seq tables): the sweep writes its comparison report
-(lm_context.{jsonl,md,csv}, bpb_vs_context.png, loss_vs_position.png) to
-`<workdir>/eval/`, each run's own to `<workdir>/<run>/eval/`.
+of training for the 10 (not measured here at full size). Eval of one run or variant:
+4 checkpoints x 3 seeds x 16 KB of validation at L, then 3 seeds x 64 KB at each of the
+5 contexts; benchmarks/records/lm_eval_memory.md measured 75-200 µs per byte (C = 128
+to 2048, a loaded VM), i.e. about 2-4 min per row; 23 rows (10 runs, 10 length-scaled
+variants and 3 RoPE scalings), ~1-1.5 h.
+`--sweep_shard i/n` splits the training over n processes.
 Arguments: those of configs/lm.py (`num_seeds`, `steps`, `smoke`, ...); the scheme is
 set per run.
 """
