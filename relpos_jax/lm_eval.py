@@ -472,7 +472,7 @@ def evaluate_workdir(workdir: str, out_dir: str | None = None, *, run: str | Non
   base = {"run": name + variant, "scheme": config.model.position.name,
           "task": config.data.task, "train_length": dataset.train_length,
           "checkpoint_rule": rule, "overrides": list(opts.overrides),
-          "manifest": lm._plain(dataset.manifest),  # pylint: disable=protected-access
+          "manifest": lm.plain_json(dataset.manifest),
           "provenance": provenance.provenance()}
   records = []
   is_passkey = isinstance(dataset, passkey_lib.PasskeyDataset)

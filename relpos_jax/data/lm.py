@@ -233,8 +233,8 @@ def check_manifest(expected: Mapping[str, Any] | None, actual: Mapping[str, Any]
   """
   if not expected:
     return
-  expected = _plain(expected)
-  actual = _plain(actual)
+  expected = plain_json(expected)
+  actual = plain_json(actual)
   if expected != actual:
     diff = sorted(k for k in set(expected) | set(actual) if expected.get(k) != actual.get(k))
     raise ValueError(
@@ -244,13 +244,13 @@ def check_manifest(expected: Mapping[str, Any] | None, actual: Mapping[str, Any]
         "evaluate it where the training corpus is available")
 
 
-def _plain(value: Any) -> Any:
-  """Nested mappings/sequences as plain dicts/lists (ConfigDict and tuples from JSON)."""
+def plain_json(value: Any) -> Any:
+  """Nested mappings and sequences as plain dicts and lists (a ConfigDict, tuples from JSON)."""
   if isinstance(value, Mapping) or hasattr(value, "to_dict"):
     value = value.to_dict() if hasattr(value, "to_dict") else value
-    return {str(k): _plain(v) for k, v in value.items()}
+    return {str(k): plain_json(v) for k, v in value.items()}
   if isinstance(value, (list, tuple)):
-    return [_plain(v) for v in value]
+    return [plain_json(v) for v in value]
   return value
 
 
