@@ -83,6 +83,7 @@ _RANDOM_POSITIONS = flags.DEFINE_bool(
     "random_positions", False, "Decode at one random sorted sample of positions per batch from "
     "[0, randomized.max_random_position) instead of 0..L-1 (Ruoss et al. 2023's evaluation); "
     "the run is named <run>@random_positions.")
+_ALLOW_DIRTY = sweep.define_allow_dirty_flag()
 _RESULTS_DIR = flags.DEFINE_string("results_dir", None, "Also store each run's records in this "
                                    "table folder (results/<table>) and write its report.")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", None,
@@ -129,10 +130,12 @@ def main(argv):
                                  [r["name"] for r in meta["runs"]], variants)
       if is_lm:
         print(lm_report.any_markdown(lm_eval.evaluate_into_results(
-            workdirs, names, _RESULTS_DIR.value, variants=variants, **lm_options)))
+            workdirs, names, _RESULTS_DIR.value, variants=variants,
+            allow_dirty=_ALLOW_DIRTY.value, **lm_options)))
         return
       records = sweep.evaluate_into_results(workdirs, names, _RESULTS_DIR.value,
-                                            variants=variants, **options)
+                                            variants=variants, allow_dirty=_ALLOW_DIRTY.value,
+                                            **options)
       results.write_table_report(_RESULTS_DIR.value)
     else:
       records = evaluate.evaluate_runs(workdirs, out, **options)

@@ -56,6 +56,7 @@ _REUSE = flags.DEFINE_bool(
     "reuse", True, "With --results_dir: copy a run that another table beside it (results/*) "
     "stored with an identical config instead of training it again.")
 _SPLIT_SEEDS = sweep.define_split_seeds_flag()
+_ALLOW_DIRTY = sweep.define_allow_dirty_flag()
 _SHARD = sweep.define_shard_flag()
 _MULTIHOST = distributed.define_flag()
 flags.mark_flags_as_required(["config", "workdir"])
@@ -73,7 +74,7 @@ def main(argv):
     records = sweep.run_sweep(config_file, _WORKDIR.value, base_config=_CONFIG.value,
                               only=_RUNS.value, shard=_SHARD.value, command_line=overrides,
                               results_dir=_RESULTS_DIR.value, reuse=_REUSE.value,
-                              split_seeds=_SPLIT_SEEDS.value)
+                              split_seeds=_SPLIT_SEEDS.value, allow_dirty=_ALLOW_DIRTY.value)
     if records and lm_report.is_lm_records(records):
       print(lm_report.any_markdown(records))
     elif records:

@@ -15,9 +15,8 @@ both (the config's `model.arch` picks the model, nothing here branches on it):
 The loop stops when every row has produced EOS or after `max_len` tokens. One
 compiled program per (batch, source length, max_len) shape. An oracle-length
 mode forces the true output length (`oracle_lengths_B`). Positions are 0..L-1
-(decoder-only: running on from the input), or with `position_rng` one sorted
-random sample per batch from [0, max_random_position) (Ruoss et al. 2023's
-evaluation of randomized positions; `positions.randomized`).
+(decoder-only: running on from the input), or given explicitly for the source
+and for every decoder-input slot (random positions: `positions.randomized`).
 
 `greedy_decode_uncached` recomputes the whole teacher-forced forward pass each
 step (no cache): the reference the cache is checked and benchmarked against.
@@ -32,7 +31,6 @@ import jax.numpy as jnp
 
 from relpos_jax import model as model_lib
 from relpos_jax.data import vocab
-from relpos_jax.positions import randomized
 
 Array = jax.Array
 
@@ -57,48 +55,17 @@ def _finish(tokens_BxT: Array) -> tuple[Array, Array]:
   return jnp.where(keep_BxT, tokens_BxT, vocab.PAD_ID), first_eos_B.astype(jnp.int32)
 
 
-def random_decode_positions(model, inputs_BxS: Array, max_len: int, position_rng: Array, *,
-                            max_random_position: int) -> tuple[Array, Array]:
-  """One random position sample per batch for decoding `max_len` tokens.
-
-  Every row shares one draw (`per_example=False`): its real input tokens and
-  the `max_len` decoder-input slots (BOS / SEP, then the fed-back tokens) get a
-  sorted sample from [0, max_random_position); jointly for a model with
-  `joint_positions` (decoder-only), else one sample each for encoder and decoder.
-
-  Args:
-    model: either architecture.
-    inputs_BxS: source tokens, PAD-padded.
-    max_len: decoded tokens (the target slots drawn for).
-    position_rng: PRNG key.
-    max_random_position: positions are drawn from [0, max_random_position).
-
-  Returns:
-    `(inputs_pos_BxS, targets_pos_BxT)`, T = max_len; target slot t is where
-    the token fed at step t (BOS / SEP at t = 0) sits.
-  """
-  B, S = inputs_BxS.shape
-  return randomized.input_target_positions(
-      position_rng, jnp.sum(inputs_BxS != vocab.PAD_ID, axis=1), S,
-      jnp.full((B,), max_len, jnp.int32), max_len, max_random_position=max_random_position,
-      joint=model.joint_positions, per_example=False)
-
-
-@functools.partial(jax.jit, static_argnames=("model", "max_len", "max_random_position"))
-def _greedy_decode(model, params, inputs_BxS, *, max_len, inputs_pos_BxS, oracle_lengths_B,
-                   position_rng=None, max_random_position=None):
+@functools.partial(jax.jit, static_argnames=("model", "max_len"))
+def _greedy_decode(model, params, inputs_BxS, *, max_len, inputs_pos_BxS, targets_pos_BxT,
+                   oracle_lengths_B):
   """The compiled body of `greedy_decode`."""
   B = inputs_BxS.shape[0]
   cache = init_cache(model, inputs_BxS, max_len)
-  start_pos_B = None
-  if position_rng is not None:
-    inputs_pos_BxS, targets_pos_BxT = random_decode_positions(
-        model, inputs_BxS, max_len, position_rng, max_random_position=max_random_position)
-    start_pos_B = targets_pos_BxT[:, 0]
+  start_pos_B = None if targets_pos_BxT is None else targets_pos_BxT[:, 0]
   (logits_BxV, context, start_pos_B), new_vars = model.apply(
       {"params": params, "cache": cache}, inputs_BxS, inputs_pos_BxS, start_pos_B,
       mutable=["cache"], method=model.prime)
-  if position_rng is None:
+  if targets_pos_BxT is None:
     targets_pos_BxT = start_pos_B[:, None] + jnp.arange(max_len, dtype=jnp.int32)[None]
   first_B = _argmax_token(logits_BxV, 0, oracle_lengths_B)
 
@@ -123,16 +90,12 @@ def _greedy_decode(model, params, inputs_BxS, *, max_len, inputs_pos_BxS, oracle
   return _finish(tokens_BxT)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "max_len", "max_random_position"))
-def _greedy_decode_uncached(model, params, inputs_BxS, *, max_len, position_rng=None,
-                            max_random_position=None):
+@functools.partial(jax.jit, static_argnames=("model", "max_len"))
+def _greedy_decode_uncached(model, params, inputs_BxS, *, max_len, inputs_pos_BxS,
+                            targets_pos_BxT):
   """The compiled body of `greedy_decode_uncached`."""
   B = inputs_BxS.shape[0]
   variables = {"params": params}
-  inputs_pos_BxS = targets_pos_BxT = None
-  if position_rng is not None:
-    inputs_pos_BxS, targets_pos_BxT = random_decode_positions(
-        model, inputs_BxS, max_len, position_rng, max_random_position=max_random_position)
 
   def step(state):
     t, tokens_BxT, done_B = state
@@ -154,9 +117,8 @@ def _greedy_decode_uncached(model, params, inputs_BxS, *, max_len, position_rng=
 
 
 def greedy_decode(model, params, inputs_BxS: Array, *, max_len: int,
-                  inputs_pos_BxS: Array | None = None,
-                  oracle_lengths_B: Array | None = None, position_rng: Array | None = None,
-                  max_random_position: int | None = None) -> tuple[Array, Array]:
+                  inputs_pos_BxS: Array | None = None, targets_pos_BxT: Array | None = None,
+                  oracle_lengths_B: Array | None = None) -> tuple[Array, Array]:
   """Greedy decoding with the cache.
 
   Args:
@@ -165,82 +127,65 @@ def greedy_decode(model, params, inputs_BxS: Array, *, max_len: int,
     inputs_BxS: source tokens, PAD-padded.
     max_len: most tokens generated per row (EOS included); static.
     inputs_pos_BxS: source positions (default 0..S-1).
+    targets_pos_BxT: the position of every decoder-input slot, T = max_len (slot
+      t holds the token fed at step t: BOS / SEP at t = 0); default: running on
+      from the input (decoder-only) or 0..T-1. Random positions for an eval
+      batch: `positions.randomized.RandomizedPositions.sample`.
     oracle_lengths_B: the true target lengths (tokens before EOS), for the
       oracle-length mode: EOS is forbidden before step `oracle_lengths_B[b]` and
       forced at it, so the output has the right length and only its content can
       be wrong (Newman et al. 2020, "The EOS Decision and Length Extrapolation").
-    position_rng: a PRNG key: decode at random positions instead, one sorted
-      sample per batch shared by every row (`random_decode_positions`), used for
-      the prompt and every generated step. Needs `max_random_position`; not
-      with `inputs_pos_BxS`. The target sample covers `max_len` slots, so
-      max_len = the true target length + 1 draws exactly as training did.
-    max_random_position: positions are drawn from [0, max_random_position) (static;
-      the run's `randomized.max_random_position`).
 
   Returns:
     `(tokens_BxT, lengths_B)`: T = max_len; tokens end with EOS (when produced)
     then PAD; lengths count the tokens before EOS (max_len if none).
 
   Raises:
-    ValueError: the scheme cannot encode these lengths (e.g. a learned table too
-      short), checked before tracing since traced positions cannot raise; or a
-      bad combination of the position arguments.
+    ValueError: the scheme cannot encode these positions (e.g. a learned table
+      too short), checked before tracing since traced positions cannot raise;
+      or `targets_pos_BxT` of the wrong width.
   """
   if oracle_lengths_B is not None:
     oracle_lengths_B = jnp.asarray(oracle_lengths_B, jnp.int32)
-  if _check_random_positions(model, inputs_BxS, max_len, position_rng, max_random_position,
-                             inputs_pos_BxS):
-    return _greedy_decode(model, params, inputs_BxS, max_len=max_len, inputs_pos_BxS=None,
-                          oracle_lengths_B=oracle_lengths_B, position_rng=position_rng,
-                          max_random_position=max_random_position)
-  max_input_position = inputs_BxS.shape[1]
-  if inputs_pos_BxS is not None and not isinstance(inputs_pos_BxS, jax.core.Tracer):
-    max_input_position = int(jnp.max(inputs_pos_BxS)) + 1
-  model.check_lengths(max_input_position, max_len)
+  _check_positions(model, inputs_BxS, max_len, inputs_pos_BxS, targets_pos_BxT)
   return _greedy_decode(model, params, inputs_BxS, max_len=max_len, inputs_pos_BxS=inputs_pos_BxS,
-                        oracle_lengths_B=oracle_lengths_B)
+                        targets_pos_BxT=targets_pos_BxT, oracle_lengths_B=oracle_lengths_B)
 
 
 def greedy_decode_uncached(model, params, inputs_BxS: Array, *, max_len: int,
-                           position_rng: Array | None = None,
-                           max_random_position: int | None = None) -> tuple[Array, Array]:
+                           inputs_pos_BxS: Array | None = None,
+                           targets_pos_BxT: Array | None = None) -> tuple[Array, Array]:
   """Greedy decoding that reruns the decoder over the whole prefix every step.
 
   Same outputs as `greedy_decode` (the parity and benchmark reference): each step
   reruns the whole teacher-forced forward pass (encoder included), so quadratic
-  work per sequence instead of linear. `position_rng`, `max_random_position`: as
-  for `greedy_decode` (the same key draws the same positions).
+  work per sequence instead of linear. Positions: as for `greedy_decode`, both
+  given or neither.
   """
-  if not _check_random_positions(model, inputs_BxS, max_len, position_rng,
-                                 max_random_position, None):
-    model.check_lengths(inputs_BxS.shape[1], max_len)
+  if (inputs_pos_BxS is None) != (targets_pos_BxT is None):
+    raise ValueError("greedy_decode_uncached: give both inputs_pos_BxS and targets_pos_BxT "
+                     "or neither")
+  _check_positions(model, inputs_BxS, max_len, inputs_pos_BxS, targets_pos_BxT)
   return _greedy_decode_uncached(model, params, inputs_BxS, max_len=max_len,
-                                 position_rng=position_rng,
-                                 max_random_position=max_random_position)
+                                 inputs_pos_BxS=inputs_pos_BxS, targets_pos_BxT=targets_pos_BxT)
 
 
-def _check_random_positions(model, inputs_BxS: Array, max_len: int, position_rng: Array | None,
-                            max_random_position: int | None,
-                            inputs_pos_BxS: Array | None) -> bool:
-  """Whether to decode at random positions; ValueError for a bad combination or range."""
-  if position_rng is None:
-    if max_random_position is not None:
-      raise ValueError("max_random_position is set but position_rng is not; pass both "
-                       "to decode at random positions")
-    return False
-  if max_random_position is None:
-    raise ValueError("position_rng needs max_random_position (config key "
-                     "randomized.max_random_position)")
-  if inputs_pos_BxS is not None:
-    raise ValueError("pass either inputs_pos_BxS or position_rng, not both")
-  S = inputs_BxS.shape[1]
-  needed = S + max_len if model.joint_positions else max(S, max_len)
-  if needed > max_random_position:
-    raise ValueError(f"cannot draw {needed} distinct positions for {S} input and {max_len} "
-                     f"target slots from [0, {max_random_position}); raise "
-                     "randomized.max_random_position")
-  model_lib.check_positions(model, max_random_position)
-  return True
+def _check_positions(model, inputs_BxS: Array, max_len: int, inputs_pos_BxS: Array | None,
+                     targets_pos_BxT: Array | None) -> None:
+  """ValueError if the scheme cannot encode the positions decoding will use (concrete only)."""
+  if targets_pos_BxT is not None and targets_pos_BxT.shape != (inputs_BxS.shape[0], max_len):
+    raise ValueError(f"targets_pos_BxT has shape {targets_pos_BxT.shape}; decoding "
+                     f"{max_len} tokens of {inputs_BxS.shape[0]} rows needs "
+                     f"{(inputs_BxS.shape[0], max_len)}")
+  explicit = [p for p in (inputs_pos_BxS, targets_pos_BxT) if p is not None]
+  if targets_pos_BxT is not None:
+    if not any(isinstance(p, jax.core.Tracer) for p in explicit):
+      model_lib.check_positions(model, max(int(jnp.max(p)) for p in explicit) + 1)
+    return
+  max_input_position = inputs_BxS.shape[1]
+  if inputs_pos_BxS is not None and not isinstance(inputs_pos_BxS, jax.core.Tracer):
+    max_input_position = int(jnp.max(inputs_pos_BxS)) + 1
+  model.check_lengths(max_input_position, max_len)
 
 
 def _argmax_token(logits_BxV: Array, t: Array, oracle_lengths_B: Array | None) -> Array:

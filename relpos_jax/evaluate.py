@@ -46,6 +46,7 @@ from relpos_jax import architectures
 from relpos_jax import config_args
 from relpos_jax import decode
 from relpos_jax import losses
+from relpos_jax import model as model_lib
 from relpos_jax import provenance
 from relpos_jax import report
 from relpos_jax import scoring
@@ -66,8 +67,11 @@ class UnrepresentableLength(ValueError):
 
 # ------------------------------------------------------------- one batch
 
+Positions = tuple  # (inputs_pos_BxS, targets_pos_BxT) of one batch; None: 0..L-1
+
+
 def decode_batch(model, params, batch: dict[str, np.ndarray], *, oracle_length: bool = False,
-                 positions: RandomPositions | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 positions: Positions | None = None) -> tuple[np.ndarray, np.ndarray]:
   """Greedy-decodes a batch up to its padded target length.
 
   Args:
@@ -76,8 +80,8 @@ def decode_batch(model, params, batch: dict[str, np.ndarray], *, oracle_length: 
     batch: `inputs`, `targets`.
     oracle_length: impose each example's true target length (EOS forbidden
       before it, forced at it: `decode.greedy_decode(oracle_lengths_B=...)`).
-    positions: decode at one random sorted sample of positions for the batch
-      (None: 0..L-1).
+    positions: `(inputs_pos_BxS, targets_pos_BxT)` to decode at (None: 0..L-1);
+      random ones from `RandomizedPositions.sample`.
 
   Returns:
     `(tokens_BxT, lengths_B)` as numpy arrays.
@@ -86,35 +90,17 @@ def decode_batch(model, params, batch: dict[str, np.ndarray], *, oracle_length: 
     ValueError: the scheme cannot encode these lengths (raised by `decode`).
   """
   oracle_B = scoring.target_lengths(batch["targets"]) if oracle_length else None
-  random = {} if positions is None else {"position_rng": positions.rng,
-                                         "max_random_position": positions.max_random_position}
+  inputs_pos, targets_pos = positions or (None, None)
   tokens_BxT, lengths_B = decode.greedy_decode(model, params, batch["inputs"],
                                                max_len=batch["targets"].shape[1],
-                                               oracle_lengths_B=oracle_B, **random)
+                                               inputs_pos_BxS=inputs_pos,
+                                               targets_pos_BxT=targets_pos,
+                                               oracle_lengths_B=oracle_B)
   return np.asarray(tokens_BxT), np.asarray(lengths_B)
 
 
-@dataclasses.dataclass(frozen=True)
-class RandomPositions:
-  """One random sorted sample of positions for a batch (Ruoss et al. 2023's evaluation).
-
-  Attributes:
-    rng: the batch's PRNG key.
-    max_random_position: positions are drawn from [0, max_random_position).
-  """
-
-  rng: jax.Array
-  max_random_position: int
-
-  def of(self, model, batch: dict[str, np.ndarray]) -> tuple[jax.Array, jax.Array]:
-    """`(inputs_pos_BxS, targets_pos_BxT)`: the positions `decode` uses for this batch."""
-    return decode.random_decode_positions(model, batch["inputs"], batch["targets"].shape[1],
-                                          self.rng,
-                                          max_random_position=self.max_random_position)
-
-
 def decode_and_score(model, params, batch: dict[str, np.ndarray], *, oracle_length: bool = False,
-                     positions: RandomPositions | None = None) -> dict[str, np.ndarray]:
+                     positions: Positions | None = None) -> dict[str, np.ndarray]:
   """`scoring.score_batch` of `decode_batch`'s output (same arguments and errors)."""
   tokens_BxT, lengths_B = decode_batch(model, params, batch, oracle_length=oracle_length,
                                        positions=positions)
@@ -132,7 +118,7 @@ def _teacher_forced_loss(model, params, inputs_BxS, targets_BxT, inputs_pos_BxS=
 
 
 def evaluate_batch(model, params, batch: dict[str, np.ndarray], *, oracle_length: bool = False,
-                   positions: RandomPositions | None = None
+                   positions: Positions | None = None
                    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
   """Every per-example score of one batch: decoding, loss and (optionally) oracle decoding.
 
@@ -141,7 +127,8 @@ def evaluate_batch(model, params, batch: dict[str, np.ndarray], *, oracle_length
     params: one replica's parameters.
     batch: `inputs`, `targets`.
     oracle_length: also decode with the true lengths imposed.
-    positions: decode (and score the loss) at one random sample of positions.
+    positions: `(inputs_pos_BxS, targets_pos_BxT)` to decode and score the loss
+      at (None: 0..L-1).
 
   Returns:
     `(scores, tokens_BxT)`: `scoring.score_batch`'s dict plus `loss_sum`,
@@ -156,9 +143,8 @@ def evaluate_batch(model, params, batch: dict[str, np.ndarray], *, oracle_length
   except ValueError as e:  # decode checks the lengths before tracing
     raise UnrepresentableLength(str(e)) from e
   scores = scoring.score_batch(tokens_BxT, lengths_B, batch["targets"])
-  pos = (None, None) if positions is None else positions.of(model, batch)
   loss_sum_B, loss_tokens_B = _teacher_forced_loss(model, params, batch["inputs"],
-                                                   batch["targets"], *pos)
+                                                   batch["targets"], *(positions or (None, None)))
   scores.update(loss_sum=np.asarray(loss_sum_B), loss_tokens=np.asarray(loss_tokens_B))
   if oracle_length:
     oracle = decode_and_score(model, params, batch, oracle_length=True, positions=positions)
@@ -194,30 +180,72 @@ def prediction_rows(data_vocab: vocab.Vocab, batch: dict[str, np.ndarray],
 
 # ------------------------------------------------------------ one eval set
 
+@dataclasses.dataclass(frozen=True)
+class RandomEval:
+  """Evaluate at random positions: the run's sampler and the eval set's key.
+
+  Attributes:
+    sampler: the run's `randomized` config (`RandomizedPositions`): the same
+      sampler training used, and how many draws each example is scored over.
+    key: the eval set's key (`randomized_lib.eval_key`: seed and length folded in).
+  """
+
+  sampler: randomized_lib.RandomizedPositions
+  key: jax.Array
+
+  def positions(self, model, batch: dict[str, np.ndarray], batch_index: int,
+                draw: int) -> Positions:
+    """Draw `draw` of batch `batch_index`: sized by each example's real input and target."""
+    key = jax.random.fold_in(jax.random.fold_in(self.key, batch_index), draw)
+    return self.sampler.sample(key, batch["inputs"], batch["targets"],
+                               joint=model.joint_positions)
+
+
 def _score_batches(model, params, batches, *, oracle_length: bool = False,
                    data_vocab: vocab.Vocab | None = None,
                    predictions: list[Record] | None = None,
-                   position_rng: jax.Array | None = None,
-                   max_random_position: int | None = None) -> Record:
-  """`scoring.summarize_scores` over batches (with `weights`); fills `predictions` if given."""
-  parts, weights = [], []
+                   random: RandomEval | None = None) -> Record:
+  """`scoring.summarize_scores` over batches (with `weights`); fills `predictions` if given.
+
+  At random positions every example is decoded `random.sampler.eval_draws` times;
+  the draws are summarized as that many observations of it (rates are then the
+  mean over draws), and the record adds `exact_match_draws` (each draw's exact
+  match over the set). Every record adds `position_draws` and `exact_counts`:
+  per example (in the set's order), in how many draws it was exact.
+  """
+  draws = 1 if random is None else random.sampler.eval_draws
+  if random is not None:  # the whole range, not just this draw: no silently partial set
+    try:
+      model_lib.check_positions(model, random.sampler.max_random_position)
+    except ValueError as e:
+      raise UnrepresentableLength(str(e)) from e
+  parts, weights, exact_DxN = [], [], [[] for _ in range(draws)]
   for i, batch in enumerate(batches):
-    positions = None if position_rng is None else RandomPositions(
-        jax.random.fold_in(position_rng, i), max_random_position)
-    scores, tokens_BxT = evaluate_batch(model, params, batch, oracle_length=oracle_length,
-                                        positions=positions)
-    parts.append(scores)
-    weights.append(batch["weights"])
-    if predictions is not None:
-      predictions += prediction_rows(data_vocab, batch, tokens_BxT, scores)
+    for k in range(draws):
+      positions = None if random is None else random.positions(model, batch, i, k)
+      scores, tokens_BxT = evaluate_batch(model, params, batch, oracle_length=oracle_length,
+                                          positions=positions)
+      parts.append(scores)
+      weights.append(batch["weights"])
+      exact_DxN[k].append(scores["exact"][batch["weights"] > 0])
+      if predictions is not None and k == 0:
+        predictions += prediction_rows(data_vocab, batch, tokens_BxT, scores)
   scores = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-  return scoring.summarize_scores(scores, np.concatenate(weights))
+  record = scoring.summarize_scores(scores, np.concatenate(weights))
+  exact_DxN = np.array([np.concatenate(d) for d in exact_DxN])
+  record["num_examples"] = int(exact_DxN.shape[1])
+  record["position_draws"] = draws
+  record["exact_counts"] = exact_DxN.sum(axis=0).astype(int).tolist()
+  if random is not None:
+    record["exact_match_draws"] = [float(v) for v in exact_DxN.mean(axis=1)]
+  return record
 
 
 def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
                     batch_size: int, num_examples: int | None = None, eval_seed: int = 0,
                     oracle_length: bool = False, predictions: list[Record] | None = None,
-                    random_positions: int | None = None) -> Record:
+                    random: randomized_lib.RandomizedPositions | None = None,
+                    seed: int = 0) -> Record:
   """Evaluates the eval set at `length`: decoding, loss, failure anatomy.
 
   Args:
@@ -228,17 +256,19 @@ def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
     batch_size: decoding batch size.
     num_examples: a seeded uniform sample of this many examples of the set
       (None, or at least the set's size: all of it).
-    eval_seed: the sample's seed.
+    eval_seed: the sample's seed (and the random positions').
     oracle_length: add the oracle-length metrics.
     predictions: a list to append one `prediction_rows` row per example to
-      (each with its `length`).
-    random_positions: decode each batch at one random sorted sample of
-      positions from [0, random_positions) (seeded by `eval_seed`, the length
-      and the batch) instead of 0..L-1, as Ruoss et al. 2023 evaluate.
+      (each with its `length`; at random positions, of the first draw).
+    random: decode at random positions drawn by this sampler, as in training
+      (per example, sized by its real input and target), each example over
+      `random.eval_draws` draws, keyed by (eval_seed, seed, length); None: 0..L-1.
+    seed: the replica's training seed (folded into the random positions' key).
 
   Returns:
-    `{"length", **summarize_scores(...), "num_available", "eval_seed"}`:
-    `num_examples` scored out of the `num_available` of that length.
+    `{"length", **summarize_scores(...), "num_available", "eval_seed",
+    "position_draws", "exact_counts"[, "exact_match_draws"]}`: `num_examples`
+    scored out of the `num_available` of that length.
 
   Raises:
     UnrepresentableLength: the scheme cannot encode this length.
@@ -246,11 +276,10 @@ def evaluate_length(model, params, dataset: pipeline.Dataset, length: int, *,
   batches = dataset.eval_batches(length, batch_size, num_examples=num_examples,
                                  sample_seed=eval_seed)
   rows: list[Record] | None = [] if predictions is not None else None
-  rng = None if random_positions is None else jax.random.fold_in(
-      jax.random.PRNGKey(eval_seed), length)
+  rand = None if random is None else RandomEval(
+      random, randomized_lib.eval_key(eval_seed, seed, length))
   record = _score_batches(model, params, batches, oracle_length=oracle_length,
-                          data_vocab=dataset.vocab, predictions=rows, position_rng=rng,
-                          max_random_position=random_positions)
+                          data_vocab=dataset.vocab, predictions=rows, random=rand)
   if predictions is not None:
     predictions += [{"length": int(length), **row} for row in rows]
   return {"length": int(length), **record, "num_available": int(dataset.eval_size(length)),
@@ -273,8 +302,12 @@ def evaluate_lengths(model, params, dataset: pipeline.Dataset, lengths: Iterable
           for n in lengths]
 
 
+VALIDATION_LENGTH = 0  # the length folded into the validation set's position key
+
+
 def validation_record(model, params, dataset: pipeline.Dataset, *, batch_size: int,
-                      random_positions: int | None = None, seed: int = 0) -> Record:
+                      random: randomized_lib.RandomizedPositions | None = None,
+                      seed: int = 0) -> Record:
   """Exact match and token accuracy on the held-out in-distribution validation set.
 
   Args:
@@ -282,18 +315,17 @@ def validation_record(model, params, dataset: pipeline.Dataset, *, batch_size: i
     params: one replica's parameters.
     dataset: the data source (`validation_batches` is disjoint from training).
     batch_size: decoding batch size.
-    random_positions: decode each batch at one random sorted sample of
-      positions from [0, random_positions) (seeded by `seed` and the batch), for
-      a run that trained at random positions
-      (`randomized_lib.validation_positions`); None: 0..L-1.
-    seed: the positions' seed.
+    random: decode at random positions drawn by this sampler as in training
+      (`evaluate_length`), for a run validated at random positions; None: 0..L-1.
+    seed: the replica's training seed (the positions' key; every checkpoint of
+      a replica is validated on the same draws).
 
   Returns:
     `summarize_scores`' record of the validation set.
   """
-  rng = None if random_positions is None else jax.random.PRNGKey(seed)
-  return _score_batches(model, params, dataset.validation_batches(batch_size), position_rng=rng,
-                        max_random_position=random_positions)
+  rand = None if random is None else RandomEval(
+      random, randomized_lib.eval_key(0, seed, VALIDATION_LENGTH))
+  return _score_batches(model, params, dataset.validation_batches(batch_size), random=rand)
 
 
 def not_representable(length: int, reason: str, *, oracle_length: bool = False) -> Record:
@@ -379,8 +411,9 @@ class EvalOptions:
       `eval_checkpoint` (default "best").
     dump_predictions: also write every example's input, target and output.
     overrides: `key=value` changes of each run's config at evaluation only.
-    random_positions: decode at random sorted positions from [0,
-      randomized.max_random_position) (one sample per batch) instead of 0..L-1.
+    random_positions: decode at random positions drawn as in training (the run's
+      `randomized` sampler, per example, `randomized.eval_draws` draws each)
+      instead of 0..L-1.
     variant: the label of the `overrides` in run names (`<run>@<variant>`;
       default: the overrides themselves).
   """
@@ -488,7 +521,7 @@ def choose_checkpoints(workdir: str, config: ml_collections.ConfigDict, model,
   """Scores every kept checkpoint of a run on validation and picks one per replica.
 
   A run that trained at random positions is validated at random positions
-  (`randomized_lib.validation_positions`), every checkpoint on the same samples.
+  (`randomized_lib.validation_sampler`), every checkpoint on the same samples.
 
   Args:
     workdir: the run's workdir.
@@ -510,7 +543,7 @@ def choose_checkpoints(workdir: str, config: ml_collections.ConfigDict, model,
     raise FileNotFoundError(f"no checkpoint in {workdir_lib.checkpoint_dir(workdir)}; "
                             "train first")
   scored: list[list[tuple[int, Any, Record]]] = [[] for _ in range(config.num_seeds)]
-  valid_positions = randomized_lib.validation_positions(config.get("randomized"))
+  valid_sampler = randomized_lib.validation_sampler(config.get("randomized"))
   readable = []
   for step in steps:
     try:  # read-only: safe while the run still trains
@@ -522,7 +555,8 @@ def choose_checkpoints(workdir: str, config: ml_collections.ConfigDict, model,
     for replica in range(config.num_seeds):
       params = jax.tree_util.tree_map(lambda x, i=replica: x[i], params_N)
       scored[replica].append((step, params, validation_record(
-          model, params, dataset, batch_size=batch_size, random_positions=valid_positions)))
+          model, params, dataset, batch_size=batch_size, random=valid_sampler,
+          seed=config.seed + replica)))
     logging.info("%s: checkpoint %d: validation exact match %s", workdir, step,
                  " ".join(f"{s[-1][2]['exact_match']:.3f}" for s in scored))
   chosen = []
@@ -649,40 +683,54 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
                               batch_size=batch_size, steps=None if step is None else [step])
   min_train, max_train = train_length_range(config, dataset)
   valid_source = _describe_validation(dataset)
+  valid_sampler = randomized_lib.validation_sampler(config.get("randomized"))
+  row_sampler = None
+  if options.random_positions:
+    row_sampler = randomized_lib.from_config(config.get("randomized"))
   base = {"run": target.name, "scheme": config.model.position.name, "task": config.data.task,
-          "workdir": os.path.abspath(target.workdir), "min_train_length": min_train,
+          "workdir": provenance.portable_path(target.workdir), "min_train_length": min_train,
           "max_train_length": max_train, "checkpoint_rule": rule if step is None else "step",
           "converged_at": converged_at, "valid_source": valid_source,
           "overrides": list(options.overrides),
-          "eval_positions": "random" if options.random_positions else "0..L-1",
-          "valid_positions": ("0..L-1" if randomized_lib.validation_positions(
-              config.get("randomized")) is None else "random"),
+          "eval_positions": _positions_name(row_sampler),
+          "valid_positions": _positions_name(row_sampler),
+          "checkpoint_valid_positions": _positions_name(valid_sampler),
           "provenance": provenance.provenance()}
-  max_random_position = None
-  if options.random_positions:
-    max_random_position = int(config.get("randomized", {}).get("max_random_position", 0))
-    if max_random_position < 1:
-      raise ValueError(f"{target.workdir}: random-position eval needs config key "
-                       "randomized.max_random_position")
   records, predictions = [], []
   for replica, pick in enumerate(chosen):
     seed = config.seed + replica
     logging.info("run %s seed %d: checkpoint %d (%s; validation exact match %.3f, best %.3f "
                  "at step %d)", target.name, seed, pick.step, base["checkpoint_rule"],
                  pick.valid["exact_match"], pick.best_exact_match, pick.best_step)
+    # A row is converged by validation at the positions it is decoded at: a run
+    # validated at random positions but scored at 0..L-1 is validated again there.
+    row_valid = pick.valid
+    if (row_sampler is None) != (valid_sampler is None):
+      try:
+        row_valid = validation_record(model, pick.params, dataset, batch_size=batch_size,
+                                      random=row_sampler, seed=seed)
+      except UnrepresentableLength as e:  # its lengths are n/a too
+        logging.warning("run %s: no validation at this row's positions: %s", target.name, e)
+        row_valid = {"exact_match": float("nan"), "token_accuracy": float("nan"),
+                     "num_examples": 0}
+      logging.info("run %s seed %d: validation exact match at this row's positions (%s): %.3f",
+                   target.name, seed, base["eval_positions"], row_valid["exact_match"])
     replica_base = {**base, "seed": seed, "replica": replica, "step": pick.step,
                     "final_step": pick.final_step,
-                    "valid_exact_match": pick.valid["exact_match"],
-                    "valid_token_accuracy": pick.valid["token_accuracy"],
-                    "valid_num_examples": pick.valid["num_examples"],
+                    "valid_exact_match": row_valid["exact_match"],
+                    "valid_token_accuracy": row_valid["token_accuracy"],
+                    "valid_num_examples": row_valid["num_examples"],
+                    "checkpoint_valid_exact_match": pick.valid["exact_match"],
                     "best_valid_exact_match": pick.best_exact_match,
                     "best_valid_step": pick.best_step,
-                    "converged": bool(pick.best_exact_match >= converged_at)}
+                    "converged": bool(row_valid["exact_match"] >= converged_at
+                                      if row_valid is not pick.valid
+                                      else pick.best_exact_match >= converged_at)}
     rows = [] if options.dump_predictions else None
     for length in dataset.eval_lengths:
       record = _evaluate_or_na(model, pick.params, dataset, length, batch_size, options,
                                f"run {target.name} seed {seed} length {length}", progress, rows,
-                               max_random_position)
+                               row_sampler, seed)
       records.append({**replica_base, **record})
     if rows is not None:
       predictions += [{"run": target.name, "seed": seed, **row} for row in rows]
@@ -697,6 +745,11 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
   report.scheme_figures(model, chosen[0].params, config, out_dir, distance)
   target.predictions = predictions
   return records
+
+
+def _positions_name(sampler: randomized_lib.RandomizedPositions | None) -> str:
+  """How records name where a row is decoded or validated: "0..L-1" or "random"."""
+  return "0..L-1" if sampler is None else "random"
 
 
 def _describe_validation(dataset: pipeline.Dataset) -> str:
@@ -765,13 +818,13 @@ def _check_vocab(workdir: str, dataset: pipeline.Dataset) -> None:
 
 def _evaluate_or_na(model, params, dataset, length, batch_size, options: EvalOptions,
                     label: str, progress: Progress, predictions: list[Record] | None,
-                    random_positions: int | None) -> Record:
+                    random: randomized_lib.RandomizedPositions | None, seed: int) -> Record:
   """`evaluate_length`, logged with progress; `not_representable` if the scheme cannot encode it."""
   try:
     record = evaluate_length(model, params, dataset, length, batch_size=batch_size,
                              num_examples=options.num_examples, eval_seed=options.eval_seed,
                              oracle_length=options.oracle_length, predictions=predictions,
-                             random_positions=random_positions)
+                             random=random, seed=seed)
   except UnrepresentableLength as e:
     logging.warning("%s: not representable (%s)", label, e)
     progress.step(f"{label}: n/a")

@@ -560,7 +560,7 @@ def _lm_options(options: dict[str, Any]) -> dict[str, Any]:
 
 def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results_dir: str, *,
                           variants: dict[str, dict[str, Sequence[str]]] | None = None,
-                          **options: Any) -> list[Record]:
+                          allow_dirty: bool = False, **options: Any) -> list[Record]:
   """Evaluates LM runs (and their eval-time variants) and stores them in a results/ table.
 
   Each run's records (and each variant's, as `<run>@<label>`, its run info saying
@@ -573,6 +573,8 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
     names: their run names.
     results_dir: the table folder (`results/<table>`).
     variants: run name -> {label: `key=value` overrides} (`sweep.eval_variants`).
+    allow_dirty: store records from a tree with uncommitted changes (refused by
+      default, checked before each run: `provenance.check_clean_tree`).
     **options: `LMEvalOptions` fields (without overrides: every variant is evaluated;
       with them: only that evaluation).
 
@@ -581,6 +583,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
   """
   records = []
   for workdir, name in zip(workdirs, names):
+    provenance.check_clean_tree(allow_dirty)
     plan = [dict(options)]
     if not options.get("overrides"):
       plan += [{**options, "overrides": list(overrides), "variant": label}

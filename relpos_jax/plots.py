@@ -1,7 +1,13 @@
-"""Figures: accuracy and failure anatomy vs length, T5's learned bias, Shaw's key
-table, the sinusoid heatmap.
+"""Figures: accuracy and failure anatomy vs length; the figures schemes offer.
 
-Each function writes one PNG. Figures are drawn on matplotlib's Agg canvas
+The record figures are small multiples: a row of panels per task (split by arm when
+a task has more than `MAX_RUNS_PER_PANEL` runs), a run's colour its scheme's in
+every figure (`palette`), its seeds' min–max shaded, the run legend beside each row,
+never over data. The scheme figures (T5's learned bias, Shaw's key norms, the
+sinusoid) are described by the schemes themselves (`PositionScheme.figures`) and
+drawn here without knowing which scheme is which.
+
+Each function writes PNGs. Figures are drawn on matplotlib's Agg canvas
 directly (no `pyplot`), so importing this module never changes a notebook's or
 a GUI's backend and nothing needs a display.
 
@@ -15,6 +21,7 @@ particular model is assumed.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import flax.linen as nn
@@ -22,11 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from relpos_jax import palette
 from relpos_jax import tables
 from relpos_jax.positions import base
-from relpos_jax.positions import shaw
-from relpos_jax.positions import sinusoidal
-from relpos_jax.positions import t5
 
 if TYPE_CHECKING:  # matplotlib itself is imported where a figure is drawn (`_figure`)
   from matplotlib import figure as figure_lib
@@ -35,23 +40,31 @@ if TYPE_CHECKING:  # matplotlib itself is imported where a figure is drawn (`_fi
 Record = tables.Record
 Path = tuple[str, ...]
 
-# The run legend's footnote when some run is marked (the tables' legend says the same).
-UNCONVERGED_NOTE = (f"{tables.UNCONVERGED} some seed did not learn the task in\ndistribution: "
-                    "not a measure of extrapolation")
+# The figure's footnote when some run is marked (the tables' legend says the same).
+UNCONVERGED_NOTE = (f"{tables.UNCONVERGED} c/n: only c of the n seeds learned the task in "
+                    "distribution: not a measure of extrapolation (drawn faint)")
 
 
 # ------------------------------------------------------------ accuracy vs length
 
-def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
-  """The extrapolation figure: four panels vs eval length, one colour per run.
+MAX_RUNS_PER_PANEL = 10  # a panel draws at most this many runs' lines (+ one grey reference)
+ACCURACY_METRICS = {"exact_match": "exact match",
+                    "oracle_exact_match": "exact match at the oracle length",
+                    "token_accuracy": "token accuracy"}
+ANATOMY_METRICS = {"fail_pure_stop": "pure stopping errors",
+                   "fail_too_short": "too short", "fail_too_long": "too long",
+                   "first_wrong_median": "first wrong token (median position)"}
+REFERENCE = "reference"  # the gid of a panel's grey reference line (not a run)
 
-  (a) exact match, (b) token accuracy: mean over seeds (±std shaded), dashed
-  the oracle-length metric when the records have it; crosses at 0 mark lengths
-  that are not representable. (c) failure anatomy: the shares of the failures
-  that are pure stopping errors (solid), too short (dashed), too long
-  (dotted). (d) the median position of the first wrong token among failures.
-  The training lengths are shaded. NaN values (n/a, or no failures) break the
-  curves.
+
+def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
+  """The extrapolation figure: exact match (and oracle, token accuracy) vs eval length.
+
+  Small multiples: one row of panels per task (a task with more than
+  `MAX_RUNS_PER_PANEL` runs is split into several rows by arm, `panel_groups`),
+  one column per metric; each run's mean over seeds with its min–max band, in its
+  scheme's colour (`palette`). Crosses at 0 mark lengths that are not representable;
+  the training lengths are shaded. Each row's run legend sits right of the row.
 
   Args:
     records: records of one or more runs (see `tables`).
@@ -60,103 +73,212 @@ def accuracy_vs_length(records: Sequence[Record], path: str) -> str:
   Returns:
     `path`.
   """
+  metrics = {k: v for k, v in ACCURACY_METRICS.items() if any(k in r for r in records)}
+  return _small_multiples(records, panel_groups(records), metrics, path,
+                          "Length extrapolation" + tables.task_suffix(records))
+
+
+def failure_anatomy(records: Sequence[Record], task: str, path: str) -> str:
+  """How one task's runs fail, vs eval length: the failure shares, the first wrong token.
+
+  Rows as in `accuracy_vs_length` (its rows of `task`); columns: among the failed
+  examples, the share of pure stopping errors (every emitted token right, EOS too
+  early or too late), too short and too long, and the median position of the first
+  wrong token (the grey line: the eval length). NaN (no failures) breaks a curve.
+
+  Args:
+    records: records of one or more runs; the runs' styles are numbered over all of
+      them, so a run looks as in the table's other figures.
+    task: the task drawn.
+    path: the PNG to write.
+
+  Returns:
+    `path`.
+  """
+  rows = [g for g in panel_groups(records) if g[0] == task]
+  if not rows:
+    raise ValueError(f"no records of task {task!r}; tasks: "
+                     f"{sorted({r['task'] for r in records})}")
+  return _small_multiples(records, rows, ANATOMY_METRICS, path,
+                          f"Failure anatomy — task {task}")
+
+
+def panel_groups(records: Sequence[Record]) -> list[tuple[str, str, list[str]]]:
+  """The rows of panels: per task, its runs, split by arm past `MAX_RUNS_PER_PANEL`.
+
+  A task's arms (`palette.arm`) are packed into rows in order of first appearance,
+  a new row whenever the next arm's runs would not fit; an arm with more runs than
+  fit is cut into rows of `MAX_RUNS_PER_PANEL`.
+
+  Args:
+    records: records of one or more runs.
+
+  Returns:
+    `[(task, row title, runs)]`: the row title is the task, followed by the row's
+    arms when the task takes several rows.
+  """
   groups = tables.by_run(records)
-  has_oracle = any("oracle_exact_match" in r for r in records)
-  fig = _figure(12.0, 7.5)
-  (ax_exact, ax_token), (ax_anatomy, ax_first) = fig.subplots(2, 2, sharex=True)
-  run_handles = []
-  for i, (run, recs) in enumerate(groups.items()):
-    color, marker = _run_style(i, len(groups))
-    run_handles.append(_legend_line(color=color, marker=marker, markersize=3,
-                                    label=_run_label(run, recs)))
-    for ax, metric in ((ax_exact, "exact_match"), (ax_token, "token_accuracy")):
-      _curve(ax, recs, metric, color, "-", band=True, marker=marker)
-      if has_oracle:
-        _curve(ax, recs, f"oracle_{metric}", color, "--")
-    _mark_not_representable(ax_exact, recs, color)
-    for metric, style in (("fail_pure_stop", "-"), ("fail_too_short", "--"),
-                          ("fail_too_long", ":")):
-      _curve(ax_anatomy, recs, metric, color, style, marker=marker)
-    _curve(ax_first, recs, "first_wrong_median", color, "-", marker=marker)
-  lengths = sorted({int(r["length"]) for r in records})
-  ax_first.plot(lengths, lengths, color="gray", linewidth=0.8, label="y = eval length")
-  for ax in (ax_exact, ax_token, ax_anatomy, ax_first):
-    _shade_training(ax, records)
-    ax.grid(alpha=0.3)
-  for ax in (ax_exact, ax_token, ax_anatomy):
-    ax.set_ylim(-0.03, 1.03)
-  ax_exact.set_title("(a) exact match", fontsize=10)
-  ax_token.set_title("(b) token accuracy", fontsize=10)
-  ax_anatomy.set_title("(c) failure anatomy: share of the failures", fontsize=10)
-  ax_first.set_title("(d) first wrong token among failures (median position)", fontsize=10)
-  for ax in (ax_anatomy, ax_first):
-    ax.set_xlabel("eval length")
-  greedy = [_style("-", "greedy decoding")]
-  if has_oracle:
-    greedy.append(_style("--", "oracle length"))
-  if any(r.get("error") for r in records):
-    greedy.append(_legend_line(color="black", marker="x", linestyle="none",
-                               label="not representable"))
-  ax_exact.legend(handles=greedy + _training_handle(), fontsize=7, loc="best")
-  ax_anatomy.legend(handles=[_style("-", "pure stopping error"), _style("--", "too short"),
-                             _style(":", "too long")], fontsize=7, loc="best")
-  ax_first.legend(fontsize=7, loc="upper left")
-  if not all(tables.is_converged(recs) for recs in groups.values()):
-    run_handles.append(_legend_line(color="none", label=UNCONVERGED_NOTE))
-  fig.legend(handles=run_handles, fontsize=8, loc="outside right upper")
-  # Left-aligned: centred over the whole figure, a long title (several tasks) ran
-  # into the run legend, which starts at the figure's top right.
-  fig.suptitle("Length extrapolation" + tables.task_suffix(records), fontsize=11,
-               x=0.01, horizontalalignment="left")
+  named = _names(groups)
+  by_task: dict[str, dict[str, list[str]]] = {}
+  for run, recs in groups.items():
+    by_task.setdefault(str(recs[0].get("task", "")), {}).setdefault(
+        named[run][0], []).append(run)
+  rows = []
+  for task, arms in by_task.items():
+    packed: list[tuple[list[str], list[str]]] = []  # (arms, runs) per row
+    for arm, runs in arms.items():
+      for i in range(0, len(runs), MAX_RUNS_PER_PANEL):
+        chunk = runs[i:i + MAX_RUNS_PER_PANEL]
+        if packed and len(packed[-1][1]) + len(chunk) <= MAX_RUNS_PER_PANEL:
+          packed[-1][0].append(arm)
+          packed[-1][1].extend(chunk)
+        else:
+          packed.append(([arm], list(chunk)))
+    for arm_names, runs in packed:
+      title = task
+      if len(packed) > 1:
+        title += ": " + ", ".join(a or "plain" for a in dict.fromkeys(arm_names))
+      rows.append((task, title, runs))
+  return rows
+
+
+def _small_multiples(records: Sequence[Record], rows: Sequence[tuple[str, str, list[str]]],
+                     metrics: Mapping[str, str], path: str, title: str) -> str:
+  """Draws `rows` × `metrics` panels of runs' curves vs length and writes the PNG.
+
+  Each row of panels sits under a text-only axes holding the row's title (as wide
+  as the row, so a long title never pushes the columns apart), its run legend right
+  of its last panel.
+  """
+  groups = tables.by_run(records)
+  styles, names = _run_styles(groups), _names(groups)
+  seeds = {tables.num_seeds(recs) for recs in groups.values()}
+  fig = _figure(3.6 * len(metrics) + 2.6, 2.9 * len(rows) + 0.9)
+  grid = fig.add_gridspec(2 * len(rows), len(metrics), height_ratios=[0.06, 1] * len(rows))
+  for i, (_, row_title, runs) in enumerate(rows):
+    heading = fig.add_subplot(grid[2 * i, :])
+    heading.axis("off")
+    heading.text(0.0, 0.0, row_title, fontsize=10, fontweight="bold", ha="left", va="bottom",
+                 transform=heading.transAxes)
+    row_records = [r for run in runs for r in groups[run]]
+    row_axes = [fig.add_subplot(grid[2 * i + 1, j]) for j in range(len(metrics))]
+    for ax, (metric, label) in zip(row_axes, metrics.items()):
+      for run in runs:
+        _curve(ax, groups[run], metric, styles[run], run)
+        if metric in ACCURACY_METRICS:
+          _mark_not_representable(ax, groups[run], metric, styles[run])
+      if metric == "first_wrong_median":
+        lengths = sorted({int(r["length"]) for r in row_records})
+        ax.plot(lengths, lengths, color="gray", linewidth=0.8, gid=REFERENCE)
+      else:
+        ax.set_ylim(-0.03, 1.03)
+      _shade_training(ax, row_records)
+      ax.set_xlim(*_length_range(row_records))
+      ax.grid(alpha=0.3)
+      ax.set_title(label, fontsize=9)
+      ax.tick_params(labelsize=8)
+      if i == len(rows) - 1:
+        ax.set_xlabel("eval length", fontsize=8)
+    single_arm = len({names[run][0] for run in runs}) == 1
+    handles = [_legend_line(color=styles[run].color, linestyle=styles[run].linestyle,
+                            marker=styles[run].marker, markersize=4, linewidth=1.4,
+                            label=_run_label(_scheme(groups[run]) if single_arm
+                                             else names[run][1], groups[run], len(seeds) > 1))
+               for run in runs]
+    row_axes[-1].legend(handles=handles, fontsize=7.5, loc="upper left",
+                        bbox_to_anchor=(1.03, 1.0), borderaxespad=0.0, frameon=False)
+  fig.legend(handles=_notes(records, metrics), fontsize=7.5, loc="outside lower left",
+             ncols=3, frameon=False)
+  seed_note = (f"mean of {seeds.pop()} seeds, band: min–max over seeds" if len(seeds) == 1
+               else "mean over seeds, band: min–max over seeds")
+  fig.suptitle(f"{title} ({seed_note})", fontsize=11, x=0.01, horizontalalignment="left")
   return _save(fig, path)
 
 
-def _run_label(run: str, records: Sequence[Record]) -> str:
-  """A run's legend entry: its name, `†` if unconverged, and its seeds (converged of all)."""
+def _names(groups: Mapping[str, Sequence[Record]]) -> dict[str, tuple[str, str]]:
+  """Each run's `(arm, short name)` (`palette.arms_and_names`)."""
+  return palette.arms_and_names({run: (str(recs[0].get("scheme", "")),
+                                       str(recs[0].get("task", "")))
+                                 for run, recs in groups.items()})
+
+
+def _run_styles(groups: Mapping[str, Sequence[Record]]) -> dict[str, palette.Style]:
+  """Each run's style: its scheme's colour, its arm's line style, marker and shade."""
+  arms = {run: arm for run, (arm, _) in _names(groups).items()}
+  numbers = palette.arm_indices(list(arms.values()))
+  return {run: palette.arm_style(_scheme(recs), numbers[arms[run]])
+          for run, recs in groups.items()}
+
+
+def _scheme(records: Sequence[Record]) -> str:
+  """The records' scheme; ValueError if they name none."""
+  if "scheme" not in records[0]:
+    raise ValueError(f"record of run {records[0].get('run')!r} has no 'scheme': its colour "
+                     "comes from the scheme (see relpos_jax.palette)")
+  return records[0]["scheme"]
+
+
+def _run_label(name: str, records: Sequence[Record], with_seeds: bool) -> str:
+  """A run's legend entry: its short name, `†` if unconverged, its seeds if asked."""
   if not tables.is_converged(records):
     converged, seeds = tables.convergence(records)
-    return f"{tables.marked_run(run, records)} ({converged}/{seeds} seeds converged)"
+    return f"{name} {tables.UNCONVERGED} {converged}/{seeds}"
   seeds = tables.num_seeds(records)
-  return run if seeds == 1 else f"{run} ({seeds} seeds)"
+  return f"{name} ({seeds} seed{'s' * (seeds > 1)})" if with_seeds else name
 
 
-_MARKERS = ("o", "s", "^", "D")
+def _notes(records: Sequence[Record], metrics: Mapping[str, str]) -> list[Any]:
+  """The figure's shared legend: training shading, crosses, the unconverged mark."""
+  from matplotlib import patches  # pylint: disable=g-import-not-at-top  (see `_figure`)
+  notes = [patches.Patch(color="gray", alpha=0.25, label="training lengths")]
+  if "first_wrong_median" in metrics:
+    notes.append(_legend_line(color="gray", linewidth=0.8, label="y = eval length"))
+  if any(m in ACCURACY_METRICS for m in metrics) and any(r.get("error") for r in records):
+    notes.append(_legend_line(color="black", marker="x", linestyle="none",
+                              label="not representable (every seed)"))
+  if not all(tables.is_converged(recs) for recs in tables.by_run(records).values()):
+    notes.append(_legend_line(color="none", label=UNCONVERGED_NOTE))
+  return notes
 
 
-def _run_style(i: int, num_runs: int) -> tuple[Any, str]:
-  """Run i's colour and marker: matplotlib's 10-colour cycle up to 10 runs, else tab20.
-
-  Past 10 runs the default cycle would repeat a colour, so tab20 takes over: its 10
-  saturated colours for runs 0-9, then their light twins; past 20 runs each further 20
-  change the marker: up to 80 runs, no two look alike.
-  """
-  if num_runs <= 10:
-    return f"C{i}", _MARKERS[0]
-  from matplotlib import colormaps  # pylint: disable=g-import-not-at-top  (see `_figure`)
-  k = i % 20
-  return colormaps["tab20"](2 * k % 20 + k // 10), _MARKERS[(i // 20) % len(_MARKERS)]
-
-
-def _curve(ax, records: Sequence[Record], metric: str, color: Any, style: str,
-           band: bool = False, marker: str = "o") -> None:
-  """One run's metric vs length (mean over seeds; ±std shaded if `band` and several seeds)."""
+def _curve(ax, records: Sequence[Record], metric: str, style: palette.Style, run: str) -> None:
+  """One run's metric vs length: mean over seeds, min–max over seeds shaded if several."""
   if not any(metric in r for r in records):
     return
-  lengths_L, mean_L, std_L, count_L = tables.length_stats(records, metric)
-  ax.plot(lengths_L, mean_L, color=color, linestyle=style, marker=marker if style == "-" else None,
-          markersize=3, linewidth=1.2)
-  if band and (count_L > 1).any():
-    ax.fill_between(lengths_L, mean_L - std_L, mean_L + std_L, color=color, alpha=0.15,
-                    linewidth=0)
+  lengths, _, values_SxL, _ = tables.seed_matrix(records, metric)
+  alpha = 1.0 if tables.is_converged(records) else 0.4
+  with np.errstate(all="ignore"), warnings.catch_warnings():
+    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN lengths: NaN, a gap
+    mean_L = np.nanmean(values_SxL, axis=0)
+    low_L, high_L = np.nanmin(values_SxL, axis=0), np.nanmax(values_SxL, axis=0)
+  ax.plot(lengths, mean_L, color=style.color, linestyle=style.linestyle, marker=style.marker,
+          markersize=2.5, linewidth=1.3, alpha=alpha, gid=run)
+  if len(values_SxL) > 1:
+    ax.fill_between(lengths, low_L, high_L, color=style.color, alpha=0.13 * alpha, linewidth=0)
 
 
-def _mark_not_representable(ax, records: Sequence[Record], color: Any) -> None:
+def _mark_not_representable(ax, records: Sequence[Record], metric: str,
+                            style: palette.Style) -> None:
   """Crosses at y = 0 on the lengths where every seed of the run is not representable."""
-  lengths, _, _, na_SxL = tables.seed_matrix(records, "exact_match")
+  if not any(metric in r for r in records):
+    return
+  lengths, _, _, na_SxL = tables.seed_matrix(records, metric)
   na_lengths = [n for n, na in zip(lengths, na_SxL.all(axis=0)) if na]
-  if na_lengths:
-    ax.plot(na_lengths, [0.0] * len(na_lengths), linestyle="none", marker="x", color=color,
-            markersize=7)
+  if na_lengths:  # a scatter (a collection), not a line: it is not a curve of the panel
+    ax.scatter(na_lengths, [0.0] * len(na_lengths), marker="x", color=style.color, s=30,
+               linewidths=1.2)
+
+
+def _length_range(records: Sequence[Record]) -> tuple[float, float]:
+  """The x range: from the first eval length or the end of training, whichever is first.
+
+  A task evaluated only past its training lengths (SCAN's length split) would
+  otherwise spend half its panel on shading from length 1.
+  """
+  lengths = [int(r["length"]) for r in records]
+  low = min(min(lengths), max(int(r["max_train_length"]) for r in records))
+  margin = 0.04 * (max(lengths) - low or 1)
+  return low - margin, max(lengths) + margin
 
 
 def _shade_training(ax, records: Sequence[Record]) -> None:
@@ -165,17 +287,6 @@ def _shade_training(ax, records: Sequence[Record]) -> None:
                    for r in records})
   for low, high in ranges:
     ax.axvspan(low, high, color="gray", alpha=0.12, linewidth=0)
-
-
-def _training_handle() -> list[Any]:
-  """The legend entry of the training-range shading."""
-  from matplotlib import patches  # pylint: disable=g-import-not-at-top
-  return [patches.Patch(color="gray", alpha=0.25, label="training lengths")]
-
-
-def _style(linestyle: str, label: str) -> lines_lib.Line2D:
-  """A black legend line explaining a line style."""
-  return _legend_line(color="black", linestyle=linestyle, linewidth=1.2, label=label)
 
 
 def _legend_line(**style: Any) -> lines_lib.Line2D:
@@ -226,194 +337,95 @@ def _param_subtree(params: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
   return params
 
 
-def _scheme_tables(model: nn.Module, params: Mapping[str, Any], cls: type,
-                   name: str) -> list[tuple[Path, Any, np.ndarray]]:
-  """`(path, module, its param `name`)` for every `cls` scheme module of the model that has it."""
-  return [(p, m, np.asarray(_param_subtree(params, p)[name]))
-          for p, m in scheme_instances(model, params)
-          if isinstance(m, cls) and name in _param_subtree(params, p)]
+def scheme_figures(model: nn.Module, params: Mapping[str, Any], out_dir: str, *,
+                   max_train_distance: int | None = None,
+                   seed: int | None = None) -> dict[str, str]:
+  """Draws the figures the model's scheme modules offer (`PositionScheme.figures`).
 
-
-def _shade_distances(ax, max_distance: int, causal: bool) -> None:
-  """Shades the relative distances seen in training (keys at or before the query if causal)."""
-  ax.axvspan(-max_distance, 0 if causal else max_distance, color="gray", alpha=0.12,
-             label="training distances")
-
-
-def _panel_title(path: Path, causal: bool) -> str:
-  """`"decoder/position_0 (causal)"`."""
-  return f"{'/'.join(path)} ({'causal' if causal else 'bidirectional'})"
-
-
-def bucket_edges(rel_R: np.ndarray, *, bidirectional: bool, num_buckets: int,
-                 max_distance: int) -> np.ndarray:
-  """Where T5's bucket changes along a range of relative distances.
-
-  Args:
-    rel_R: increasing consecutive distances (key − query).
-    bidirectional, num_buckets, max_distance: `t5.relative_position_bucket`'s.
-
-  Returns:
-    The edges, half-way between the two distances whose buckets differ.
-  """
-  bucket_R = np.asarray(t5.relative_position_bucket(
-      jnp.asarray(rel_R), bidirectional=bidirectional, num_buckets=num_buckets,
-      max_distance=max_distance))
-  return rel_R[1:][bucket_R[1:] != bucket_R[:-1]] - 0.5
-
-
-def learned_bias_curves(model: nn.Module, params: Mapping[str, Any], path: str, *,
-                        max_relative: int | None = None, max_train_distance: int | None = None,
-                        seed: int | None = None) -> str:
-  """T5's learned bias b(key − query) per head vs relative distance, per bias table.
-
-  One panel per T5 module (rows: the modules' parent, e.g. a stack; a table
-  shared by the layers of a stack is one panel). A bidirectional table is drawn
-  for distances of both signs, a causal one for keys at or before the query.
-  Each bucket's bias is drawn at every distance that falls in it (steps), and
-  the bucket edges are marked by dotted lines.
+  Each module describes its panels from its own parameters; the panels sharing a
+  figure name make one figure `<out_dir>/<figure>.png`, one axes per panel title,
+  in call order (e.g. T5: the encoder's bidirectional table, then the decoder's
+  causal one; Shaw: every layer's key norms, a curve each).
 
   Args:
     model: the run's model (any architecture).
     params: one replica's params.
-    path: the PNG to write.
-    max_relative: the largest |distance| drawn (default 1.5 × max_distance).
-    max_train_distance: if given, shades the distances seen in training
-      (|distance| <= max_train_distance; see `evaluate.train_distance`).
-    seed: the replica's seed, for the title.
+    out_dir: the folder of the PNGs.
+    max_train_distance: if given, the distances (positions) seen in training are
+      shaded (see `evaluate.train_distance`).
+    seed: the replica's seed, for the titles.
 
   Returns:
-    `path`.
-
-  Raises:
-    ValueError: the model holds no T5 bias table.
+    figure name -> the written path (empty: the scheme has no figure).
   """
-  found = _scheme_tables(model, params, t5.T5Bias, "rel_bias")
-  if not found:
-    raise ValueError("this model holds no T5 bias table (`rel_bias` of a T5Bias module); "
-                     "learned_bias_curves needs model.position.name == 't5'")
-  rows: dict[Path, list] = {}
-  for item in found:
-    rows.setdefault(item[0][:-1], []).append(item)
-  columns = max(len(r) for r in rows.values())
-  fig = _figure(4.4 * columns + 1.5, 3.0 * len(rows))
-  first = found[0][1]
-  for row, items in enumerate(rows.values()):
-    for col, (module_path, module, bias_NxH) in enumerate(items):
-      ax = fig.add_subplot(len(rows), columns, row * columns + col + 1)
-      reach = max_relative or int(1.5 * module.max_distance)
-      rel_R = np.arange(-reach, 1 if module.causal else reach + 1)
-      bucket_R = np.asarray(t5.relative_position_bucket(
-          jnp.asarray(rel_R), bidirectional=not module.causal,
-          num_buckets=module.num_buckets, max_distance=module.max_distance))
-      for h in range(bias_NxH.shape[1]):
-        ax.plot(rel_R, bias_NxH[bucket_R, h], linewidth=1, drawstyle="steps-mid",
-                label=f"head {h}")
-      edges_E = bucket_edges(rel_R, bidirectional=not module.causal,
-                             num_buckets=module.num_buckets, max_distance=module.max_distance)
-      for i, edge in enumerate(edges_E):
-        ax.axvline(edge, color="gray", linestyle=":", linewidth=0.6,
-                   label="bucket edges" if i == 0 else None)
-      if max_train_distance:
-        _shade_distances(ax, max_train_distance, module.causal)
-      ax.set_title(_panel_title(module_path, module.causal), fontsize=9)
-      ax.set_xlabel("key − query position")
-      ax.set_ylabel("bias")
+  figures: dict[str, dict[str, list[tuple[Path, base.FigurePanel]]]] = {}
+  for path, module in scheme_instances(model, params):
+    for panel in module.figures(_param_subtree(params, path),
+                                max_train_distance=max_train_distance):
+      figures.setdefault(panel.figure, {}).setdefault(panel.title, []).append((path, panel))
+  return {name: _draw_scheme_figure(list(panels.values()), seed,
+                                    os.path.join(out_dir, f"{name}.png"))
+          for name, panels in figures.items()}
+
+
+def _draw_scheme_figure(axes_panels: Sequence[Sequence[tuple[Path, base.FigurePanel]]],
+                        seed: int | None, path: str) -> str:
+  """One axes per list of `(module path, panel)`, in a row, and writes the PNG."""
+  image = axes_panels[0][0][1].image_XxC is not None
+  fig = _figure((6.0 if image else 4.6) * len(axes_panels) + 1.8, 4.2 if image else 3.4)
+  axes = fig.subplots(1, len(axes_panels), squeeze=False)[0]
+  for ax, items in zip(axes, axes_panels):
+    first = items[0][1]
+    if first.image_XxC is not None:
+      shown = ax.imshow(first.image_XxC, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
+                        interpolation="nearest",
+                        extent=(-0.5, first.image_XxC.shape[1] - 0.5,
+                                first.x_X[-1] + 0.5, first.x_X[0] - 0.5))
+      fig.colorbar(shown, ax=ax)
+      ax.set_xlabel(first.y_label)
+      ax.set_ylabel(first.x_label)
+    else:
+      for module_path, panel in items:
+        for label, values in panel.curves.items():
+          name = "/".join(module_path) if len(items) > 1 or not label else None
+          ax.plot(panel.x_X, values, linewidth=1.1,
+                  drawstyle="steps-mid" if panel.steps else "default",
+                  marker=None if panel.steps else "o", markersize=2,
+                  label=": ".join(x for x in (name, label) if x))
+      if first.shade:
+        ax.axvspan(*first.shade, color="gray", alpha=0.12, label="training distances")
+      ax.set_xlabel(first.x_label)
+      ax.set_ylabel(first.y_label)
       ax.grid(alpha=0.3)
-      if row == 0 and col == len(items) - 1:
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-  fig.suptitle(f"T5 relative bias (num_buckets={first.num_buckets}, "
-               f"max_distance={first.max_distance})"
-               + ("" if seed is None else f", seed {seed}"), fontsize=10)
-  return _save(fig, path)
-
-
-def shaw_key_norms(model: nn.Module, params: Mapping[str, Any], path: str, *,
-                   max_train_distance: int | None = None, seed: int | None = None) -> str:
-  """Norms of Shaw's key-table rows ‖a^K[clip(d, −k, k) + k]‖ vs relative distance d.
-
-  One curve per Shaw module (one per layer), a panel for the bidirectional
-  modules (encoder) and one for the causal ones (keys at or before the query).
-  Distances are drawn to 2k (at least k + 4), so the flat continuation past the
-  clipping distance shows; ±k is marked.
-
-  Args:
-    model: the run's model (any architecture).
-    params: one replica's params.
-    path: the PNG to write.
-    max_train_distance: if given, shades the distances seen in training
-      (|d| <= max_train_distance).
-    seed: the replica's seed, for the title.
-
-  Returns:
-    `path`.
-
-  Raises:
-    ValueError: the model holds no Shaw key table.
-  """
-  found = _scheme_tables(model, params, shaw.Shaw, "key_table")
-  if not found:
-    raise ValueError("this model holds no Shaw key table (`key_table` of a Shaw module with "
-                     "use_keys); shaw_key_norms needs model.position.name == 'shaw'")
-  panels = {causal: [f for f in found if f[1].causal == causal] for causal in (False, True)}
-  panels = {causal: items for causal, items in panels.items() if items}
-  fig = _figure(5.5 * len(panels) + 1.5, 3.6)
-  for col, (causal, items) in enumerate(panels.items()):
-    ax = fig.add_subplot(1, len(panels), col + 1)
-    clips = sorted({m.max_relative_position for _, m, _ in items})
-    reach = max(2 * clips[-1], clips[-1] + 4)
-    rel_R = np.arange(-reach, 1 if causal else reach + 1)
-    for module_path, module, table_RxE in items:
-      k = module.max_relative_position
-      norms_R = np.linalg.norm(table_RxE, axis=-1)[np.clip(rel_R, -k, k) + k]
-      ax.plot(rel_R, norms_R, linewidth=1.2, marker="o", markersize=2,
-              label="/".join(module_path))
-    for k in clips:
-      for edge in ([-k] if causal else [-k, k]):
-        ax.axvline(edge, color="black", linestyle="--", linewidth=0.8,
-                   label=f"clipping distance k = {k}" if edge == -k else None)
-    if max_train_distance:
-      _shade_distances(ax, max_train_distance, causal)
-    ax.set_title("causal (keys at or before the query)" if causal else "bidirectional",
+    _draw_marks(ax, [panel for _, panel in items], horizontal=first.image_XxC is not None)
+    # Several modules in one image panel draw the same image (the first one's): no path.
+    where = "/".join(items[0][0]) if len(items) == 1 else ""
+    ax.set_title(f"{where} ({first.title})" if where and first.title else where or first.title,
                  fontsize=9)
-    ax.set_xlabel("key − query position d")
-    ax.set_ylabel("‖key-table row‖")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-  fig.suptitle("Shaw key-table row norms vs relative distance"
+    if ax.get_legend_handles_labels()[0]:  # beside the axes (below an image: its colour bar)
+      ax.legend(fontsize=7, loc="upper left", frameon=False,
+                bbox_to_anchor=(0.0, -0.13) if image else (1.02, 1.0), borderaxespad=0.0)
+  fig.suptitle(axes_panels[0][0][1].figure_title
                + ("" if seed is None else f", seed {seed}"), fontsize=10)
   return _save(fig, path)
 
 
-def encoding_heatmap(path: str, *, num_positions: int = 128, dim: int = 64,
-                     base: float = 10000.0, max_train_position: int | None = None) -> str:
-  """The sinusoidal encoding as an image: positions × dimensions.
-
-  Args:
-    path: the PNG to write.
-    num_positions: positions 0..num_positions-1 (rows).
-    dim: encoding dimensions (columns; interleaved sin/cos).
-    base: the sinusoid's base.
-    max_train_position: if given, a line below the last position seen in training.
-
-  Returns:
-    `path`.
-  """
-  pos_P = jnp.arange(num_positions)
-  enc_PxD = np.asarray(sinusoidal.sinusoidal_encoding(pos_P, dim, base))
-  fig = _figure(6.0, 4.5)
-  ax = fig.add_subplot()
-  image = ax.imshow(enc_PxD, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
-                    interpolation="nearest")
-  fig.colorbar(image, ax=ax)
-  if max_train_position is not None:
-    ax.axhline(max_train_position + 0.5, color="black", linestyle="--", linewidth=1,
-               label="last position seen in training")
-    ax.legend(fontsize=7, loc="lower right")
-  ax.set_xlabel("dimension (even: sin, odd: cos)")
-  ax.set_ylabel("position")
-  ax.set_title(f"sinusoidal encoding (dim={dim}, base={base:g})")
-  return _save(fig, path)
+def _draw_marks(ax, panels: Sequence[base.FigurePanel], horizontal: bool) -> None:
+  """The panels' marks: dotted vertical lines, or dashed horizontal ones on an image."""
+  drawn: set[tuple[str, float]] = set()
+  for panel in panels:
+    for label, values in panel.marks.items():
+      for value in values:
+        if (label, value) in drawn:
+          continue
+        first = not any(l == label for l, _ in drawn)
+        drawn.add((label, value))
+        if horizontal:
+          ax.axhline(value, color="black", linestyle="--", linewidth=0.9,
+                     label=label if first else None)
+        else:
+          ax.axvline(value, color="gray", linestyle=":", linewidth=0.7,
+                     label=label if first else None)
 
 
 def _figure(width: float, height: float) -> figure_lib.Figure:

@@ -46,6 +46,36 @@ def git_state(repo: str = _REPO) -> dict[str, Any]:
   return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
+def is_dirty(repo: str = _REPO) -> bool:
+  """Whether the checkout has uncommitted changes to tracked files, asked now (not cached)."""
+  git_state.cache_clear()
+  return bool(git_state(repo)["dirty"])
+
+
+def check_clean_tree(allow_dirty: bool, what: str = "store records", repo: str = _REPO) -> None:
+  """Refuses (ValueError) to `what` from a checkout with uncommitted changes to tracked files.
+
+  A record must name the code that made it: a commit alone does not, if the tree
+  differed from it. `allow_dirty` overrides (the records then say `dirty` and
+  the tables mark their rows).
+  """
+  if is_dirty(repo) and not allow_dirty:
+    raise ValueError(f"refusing to {what} from a working tree with uncommitted changes to "
+                     f"tracked files ({repo}): commit them first, or pass --allow_dirty "
+                     "(the table then marks these rows)")
+
+
+def portable_path(path: str, repo: str = _REPO) -> str:
+  """`path` relative to the repository when inside it, else its last component.
+
+  Records name a run's workdir this way, never by a machine's absolute path.
+  """
+  full, root = os.path.abspath(path), os.path.abspath(repo)
+  if os.path.commonpath([full, root]) == root:
+    return os.path.relpath(full, root)
+  return os.path.basename(os.path.normpath(full))
+
+
 def provenance() -> dict[str, Any]:
   """Versions, Python, backend, device and process counts, and the git commit."""
   return {"versions": versions(), "python": platform.python_version(),

@@ -1,10 +1,10 @@
 """Records -> files: the JSON lines, the markdown tables, the CSV and the figures.
 
-`write_report(records, out_dir)` writes an evaluation's `REPORT_FILES` (and one
-accuracy figure per task when the records span several); `scheme_figures`
-draws the figures a run's scheme offers (T5's bias per distance, Shaw's key-row
-norms, the sinusoid heatmap). Records are written NaN-as-null so any JSON
-reader can load them.
+`write_report(records, out_dir)` writes an evaluation's `REPORT_FILES` (the
+failure-anatomy figure once per task when the records span several);
+`scheme_figures` draws the figures a run's scheme offers (`PositionScheme.figures`:
+T5's bias per distance, Shaw's key-row norms, the sinusoid heatmap). Records are
+written NaN-as-null so any JSON reader can load them.
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ import ml_collections
 
 from relpos_jax import plots
 from relpos_jax import tables
-from relpos_jax.positions import shaw
-from relpos_jax.positions import sinusoidal
-from relpos_jax.positions import t5
 
 Record = tables.Record
 
@@ -30,28 +27,20 @@ METRIC_KEYS = ("exact_match", "token_accuracy", "loss", "length_accuracy", "cont
                "fail_pure_stop", "first_wrong_median")
 ORACLE_KEYS = ("oracle_exact_match", "oracle_token_accuracy")
 REPORT_FILES = {"records": "extrapolation.jsonl", "tables": "extrapolation.md",
-                "csv": "extrapolation.csv", "plot": "accuracy_vs_length.png"}
+                "csv": "extrapolation.csv", "plot": "accuracy_vs_length.png",
+                "anatomy": "failure_anatomy.png"}
 PREDICTIONS_FILE = "predictions.jsonl"
-SCHEME_PLOTS = {"t5": "t5_bias.png", "shaw": "shaw_key_norms.png",
-                "sinusoidal": "sinusoid.png"}
 
 
 def scheme_figures(model, params, config: ml_collections.ConfigDict, out_dir: str,
-                  max_train_distance: int) -> None:
-  """Draws the figures of the scheme modules the model holds (T5, Shaw keys, sinusoid), if any."""
-  modules = [module for _, module in plots.scheme_instances(model, params)]
-  if any(isinstance(m, t5.T5Bias) for m in modules):
-    plots.learned_bias_curves(model, params, os.path.join(out_dir, SCHEME_PLOTS["t5"]),
-                              max_train_distance=max_train_distance, seed=config.seed)
-  if any(isinstance(m, shaw.Shaw) and m.use_keys for m in modules):
-    plots.shaw_key_norms(model, params, os.path.join(out_dir, SCHEME_PLOTS["shaw"]),
-                         max_train_distance=max_train_distance, seed=config.seed)
-  sinusoids = [m for m in modules if isinstance(m, sinusoidal.Sinusoidal)]
-  if sinusoids:
-    plots.encoding_heatmap(os.path.join(out_dir, SCHEME_PLOTS["sinusoidal"]),
-                           num_positions=4 * (max_train_distance + 1),
-                           dim=sinusoids[0].d_model, base=sinusoids[0].base,
-                           max_train_position=max_train_distance)
+                   max_train_distance: int) -> dict[str, str]:
+  """Draws the figures the model's scheme modules offer (`plots.scheme_figures`), if any.
+
+  Returns:
+    figure name (e.g. "t5_bias") -> its PNG in `out_dir`.
+  """
+  return plots.scheme_figures(model, params, out_dir, max_train_distance=max_train_distance,
+                              seed=config.seed)
 
 
 def write_records(records: Sequence[Record], path: str) -> None:
@@ -96,8 +85,8 @@ def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
 
   Returns:
     `REPORT_FILES`' keys -> the written paths; when the runs span several tasks,
-    also `plot_<task>` -> that task's own figure (`accuracy_vs_length_<task>.png`),
-    since curves of different tasks in one panel are hard to read.
+    the failure anatomy is one figure per task instead: `anatomy_<task>` ->
+    `failure_anatomy_<task>.png` (and no `anatomy`).
   """
   os.makedirs(out_dir, exist_ok=True)
   paths = {k: os.path.join(out_dir, v) for k, v in REPORT_FILES.items()}
@@ -106,9 +95,12 @@ def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
     f.write(tables.report(records))
   tables.write_csv(records, paths["csv"])
   plots.accuracy_vs_length(records, paths["plot"])
-  tasks = sorted({r["task"] for r in records})
-  for task in tasks if len(tasks) > 1 else []:
-    stem, ext = os.path.splitext(paths["plot"])
-    paths[f"plot_{task}"] = f"{stem}_{re.sub(r'[^A-Za-z0-9._-]', '_', task)}{ext}"
-    plots.accuracy_vs_length([r for r in records if r["task"] == task], paths[f"plot_{task}"])
+  tasks = list(dict.fromkeys(r["task"] for r in records))
+  anatomy = paths.pop("anatomy")
+  for task in tasks:
+    key, name = "anatomy", anatomy
+    if len(tasks) > 1:
+      stem, ext = os.path.splitext(anatomy)
+      key, name = f"anatomy_{task}", f"{stem}_{re.sub(r'[^A-Za-z0-9._-]', '_', task)}{ext}"
+    paths[key] = plots.failure_anatomy(records, task, name)
   return paths

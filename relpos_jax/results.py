@@ -39,6 +39,7 @@ from typing import Any, Sequence
 from absl import app
 from absl import flags
 
+from relpos_jax import main_table
 from relpos_jax import metric_writers
 from relpos_jax import provenance
 from relpos_jax import report
@@ -100,7 +101,7 @@ def record_names(run: str, config: dict[str, Any], variants: Sequence[str] = ())
     The record names.
   """
   names = [run]
-  if randomized_lib.validation_positions(config.get("randomized")) is not None:
+  if randomized_lib.validation_sampler(config.get("randomized")) is not None:
     names.append(run + randomized_lib.EVAL_SUFFIX)
   return names + [f"{run}@{label}" for label in variants]
 
@@ -544,12 +545,26 @@ def render(root: str) -> str:
     if times:
       lines += ["", times]
     if records:
-      lines += ["", tables.exact_match_table(records).replace("### ", "#### ", 1).rstrip(),
-                "", f"Failure anatomy and the other metrics: `results/{table}/extrapolation.md`; "
-                f"figure: `results/{table}/{report.REPORT_FILES['plot']}`."]
+      lines += ["", main_table.table(records, run_infos=run_infos(table_dir)).rstrip(),
+                "", f"Per-length values, failure anatomy and the other metrics: "
+                f"`results/{table}/extrapolation.md` and `.csv`; figures: "
+                f"`results/{table}/{report.REPORT_FILES['plot']}`, "
+                f"`results/{table}/failure_anatomy*.png`."]
     lines.append("")
     parts.append("\n".join(lines))
   return "\n".join(parts)
+
+
+def run_infos(table_dir: str) -> dict[str, dict[str, Any]]:
+  """Every stored run's `runs/<run>.json` of a table folder, by run name."""
+  folder = os.path.join(table_dir, "runs")
+  infos = {}
+  for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+    if name.endswith(".json"):
+      with open(os.path.join(folder, name)) as f:
+        info = json.load(f)
+      infos[info.get("run", name[:-len(".json")])] = info
+  return infos
 
 
 def render_headline(root: str, table: str = HEADLINE_TABLE) -> str:
@@ -566,7 +581,8 @@ def render_headline(root: str, table: str = HEADLINE_TABLE) -> str:
   if not records:
     return f"(no records of `{table}` yet: see RESULTS.md)"
   done, total = table_status(os.path.join(root, table))
-  text = tables.exact_match_table(records).replace("### ", f"#### `{table}`: ", 1).rstrip()
+  text = (f"#### `{table}`: exact match\n\n"
+          + main_table.table(records, run_infos=run_infos(os.path.join(root, table))).rstrip())
   return (f"{text}\n\n{done} of {total} runs; the notes, run time and other tables are in "
           f"RESULTS.md.\n\n![exact match against length](results/{table}/"
           f"{report.REPORT_FILES['plot']})")

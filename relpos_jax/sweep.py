@@ -72,6 +72,7 @@ from relpos_jax import distributed
 from relpos_jax import errors
 from relpos_jax import evaluate
 from relpos_jax import log_setup
+from relpos_jax import provenance
 from relpos_jax import results
 from relpos_jax import tables
 from relpos_jax import train_lib
@@ -381,6 +382,13 @@ def define_split_seeds_flag() -> flags.FlagHolder:
       "are stored: for runs longer than one working session.")
 
 
+def define_allow_dirty_flag() -> flags.FlagHolder:
+  """`--allow_dirty`: store records from a working tree with uncommitted changes (marked)."""
+  return flags.DEFINE_bool(
+      "allow_dirty", False, "With --results_dir: store records even though tracked files have "
+      "uncommitted changes (refused by default; the tables mark such rows).")
+
+
 def define_shard_flag() -> flags.FlagHolder:
   """Defines `--sweep_shard i/n` (validated at flag parsing) for an entry point."""
   holder = flags.DEFINE_string(
@@ -458,7 +466,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
               run_eval: bool = True, lengths: Sequence[int] | None = None,
               batch_size: int | None = None, out_dir: str | None = None,
               results_dir: str | None = None, reuse: bool = True,
-              split_seeds: bool = False,
+              split_seeds: bool = False, allow_dirty: bool = False,
               command_line: Mapping[str, Any] | None = None) -> list[dict]:
   """Trains the runs of a sweep into `sweep_dir/<run>`, then evaluates them.
 
@@ -494,6 +502,8 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
       longer than a working session can be completed over several.
     command_line: `--config.KEY=VALUE` overrides, applied to every run after
       the sweep's own (see `apply_command_line`).
+    allow_dirty: store records even from a working tree with uncommitted
+      changes (refused by default: `provenance.check_clean_tree`).
 
   Returns:
     The eval records (empty when not evaluated, and on processes other than 0
@@ -504,6 +514,8 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
       holds a run with another config, or `split_seeds` without `results_dir`.
   """
   with errors.user_errors():
+    if results_dir and run_eval:
+      provenance.check_clean_tree(allow_dirty)
     if split_seeds and not results_dir:
       raise ValueError("split_seeds stores each seed's records until the run's are complete: "
                        "give it a results_dir (results/<table>)")
@@ -553,14 +565,15 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     if split_seeds:
       records += _train_parts(sweep_dir, name, run_config, label, results_dir,
                               variants.get(name, {}), run_eval=run_eval, lengths=lengths,
-                              batch_size=batch_size)
+                              batch_size=batch_size, allow_dirty=allow_dirty)
       continue
     workdir = os.path.join(sweep_dir, name)
     start = time.perf_counter()
     trained = _train_run(workdir, run_config, label)
     if results_dir and run_eval and distributed.is_writer():
       records += evaluate_into_results([workdir], [name], results_dir, variants=variants,
-                                       lengths=lengths, batch_size=batch_size)
+                                       lengths=lengths, batch_size=batch_size,
+                                       allow_dirty=allow_dirty)
     if trained:
       trained_seconds.append(time.perf_counter() - start)
       _log_sweep_eta(trained_seconds, sum(
@@ -629,7 +642,8 @@ def _train_parts(sweep_dir: str, name: str, config: ml_collections.ConfigDict, l
 
 def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results_dir: str, *,
                           variants: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
-                          info: Mapping[str, Any] | None = None, **options) -> list[dict]:
+                          info: Mapping[str, Any] | None = None, allow_dirty: bool = False,
+                          **options) -> list[dict]:
   """Evaluates runs (each into its own `<workdir>/eval`) and stores each one's records.
 
   Unless `options` ask for one particular evaluation (`random_positions` or
@@ -645,6 +659,8 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
     results_dir: the table folder (`results/<table>`).
     variants: run name -> {label: `key=value` eval overrides} (`eval_variants`).
     info: more fields for every `runs/<name>.json` it writes (`results.part_info`).
+    allow_dirty: store records from a tree with uncommitted changes (refused by
+      default, checked before each run: `provenance.check_clean_tree`).
     **options: `evaluate.evaluate_runs`' options (lengths, batch_size, EvalOptions fields).
 
   Returns:
@@ -653,6 +669,8 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
   records = []
   asked = bool(options.get("random_positions") or options.get("overrides"))
   for workdir, name in zip(workdirs, names):
+    with errors.user_errors():
+      provenance.check_clean_tree(allow_dirty)
     def store(record_name, workdir, run_records, seconds, run=name):
       results.write_run(results_dir, record_name, run_records, workdir=workdir,
                         eval_seconds=seconds,
@@ -662,7 +680,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
     plan = [options]
     if not asked:
       config = workdir_lib.load_config(workdir)
-      if randomized_lib.validation_positions(config.get("randomized")) is not None:
+      if randomized_lib.validation_sampler(config.get("randomized")) is not None:
         plan.append({**options, "random_positions": True})
       plan += [{**options, "overrides": list(overrides), "variant": label}
                for label, overrides in (variants or {}).get(name, {}).items()]

@@ -86,13 +86,9 @@ def make_train_step(model, tx, schedule, *, label_smoothing: float,
     inputs_BxS, targets_BxT = batch["inputs"], batch["targets"]
     step_rng = jax.random.fold_in(jax.random.PRNGKey(seed), state.step)
     dropout_rng, pos_rng, _ = jax.random.split(step_rng, 3)  # 3: dropout as before
-    # Sample sizes are the real tokens (targets: tokens + EOS = the decoder's real
-    # inputs BOS/SEP, t_0, ...), never the padded widths; decoder-only draws one
-    # joint sample over input and target (one running sequence).
-    inputs_pos, targets_pos = randomized.train_positions(
-        pos_rng, jnp.sum(inputs_BxS != vocab_lib.PAD_ID, axis=1), inputs_BxS.shape[1],
-        jnp.sum(targets_BxT != vocab_lib.PAD_ID, axis=1), targets_BxT.shape[1],
-        joint=model.joint_positions)
+    inputs_pos, targets_pos = (randomized.sample(pos_rng, inputs_BxS, targets_BxT,
+                                                 joint=model.joint_positions)
+                               if randomized.enabled else (None, None))
 
     def loss_fn(params):
       logits = model.apply({"params": params}, inputs_BxS, targets_BxT, inputs_pos, targets_pos,
@@ -228,22 +224,22 @@ def check_config(config: ml_collections.ConfigDict, model, dataset: pipeline.Dat
 
 # ------------------------------------------------------------------ the loop
 
-def evaluate_replica(model, params, dataset, config) -> dict[str, float]:
+def evaluate_replica(model, params, dataset, config, seed: int = 0) -> dict[str, float]:
   """Periodic eval of one replica: the held-out validation set and the longest eval length.
 
-  Both decode at the positions the run is validated at (random ones if it trained
-  at random positions: `randomized_lib.validation_positions`). A language model
-  (an `lm:` task) reports its validation loss and bits per byte instead.
+  Both decode at the positions the run is validated at (random ones, drawn as in
+  training, if it trained at random positions: `randomized_lib.validation_sampler`).
+  A language model (an `lm:` task) reports its validation loss and bits per byte
+  (passkey: its accuracy) instead.
   """
   if lm_eval.is_lm_config(config):
     return lm_eval.validation_scalars(model, params, dataset)
-  positions = randomized_lib.validation_positions(config.randomized)
+  sampler = randomized_lib.validation_sampler(config.randomized)
   valid = evaluate.validation_record(model, params, dataset, batch_size=config.eval_batch_size,
-                                     random_positions=positions)
+                                     random=sampler, seed=seed)
   longest = max(dataset.eval_lengths)
   record = evaluate.evaluate_length(model, params, dataset, longest,
-                                    batch_size=config.eval_batch_size,
-                                    random_positions=positions)
+                                    batch_size=config.eval_batch_size, random=sampler, seed=seed)
   return {"valid_exact_match": valid["exact_match"],
           "valid_token_accuracy": valid["token_accuracy"],
           "longest_length": float(longest),
@@ -347,7 +343,8 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
       window, t_window = [], time.perf_counter()
     if done % config.eval_every == 0 or done == config.num_steps:
       for i, seed in enumerate(seeds):
-        scalars = evaluate_replica(model, _replica(state.params, i), datasets[i], config)
+        scalars = evaluate_replica(model, _replica(state.params, i), datasets[i], config,
+                                   seed=int(seed))
         writer.write(done, "eval", seed, scalars)
         logging.info("eval step %d seed %d: %s", done, seed,
                      " | ".join(f"{k} {v:.3f}" for k, v in scalars.items()))

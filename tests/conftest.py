@@ -24,6 +24,8 @@ start inherit them.
 import os
 import pathlib
 
+import pytest
+
 FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0 "
                       "--xla_llvm_disable_expensive_passes=true "
                       "--xla_cpu_use_fusion_emitters=false")
@@ -42,6 +44,8 @@ if _cache:
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
+from relpos_jax import provenance  # noqa: E402 (after the XLA settings above)
+
 # Files whose tests run longest (subprocesses, training), in that order. xdist's workers
 # take tests in collection order, round-robin at first, then as each finishes; starting
 # these first spreads them over the workers and leaves the many short tests to fill
@@ -54,3 +58,11 @@ def pytest_collection_modifyitems(items):
   """Runs the files of LONGEST_FIRST first (stable: the order inside a file is kept)."""
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.fixture(autouse=True)
+def _a_clean_tree(monkeypatch):
+  """Storing records refuses a checkout with uncommitted changes; the tests store records
+  from whatever checkout runs them, so they see it as clean (provenance_test checks the
+  refusal on a repository of its own)."""
+  monkeypatch.setattr(provenance, "is_dirty", lambda repo=None: False)

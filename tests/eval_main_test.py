@@ -128,7 +128,8 @@ def test_eval_main_stores_a_sweep_under_results(sweep_dir, tmp_path):
   with open(os.path.join(sweep_dir, sweep.SWEEP_FILE), "w") as f:
     f.write('{"config": "configs/ablations/x.py", "runs": [{"name": "sinusoidal"}, '
             '{"name": "t5"}, {"name": "rope"}]}')
-  result = _eval_main("--sweep_dir", sweep_dir, "--results_dir", str(table))
+  result = _eval_main("--sweep_dir", sweep_dir, "--results_dir", str(table),
+                      "--allow_dirty")  # a subprocess: the checkout may have edits
   assert result.returncode == 0, result.stderr[-3000:]
   assert sorted(os.listdir(table / "records")) == ["sinusoidal.jsonl", "t5.jsonl"]
   assert sorted(os.listdir(table / "runs")) == ["sinusoidal.json", "t5.json"]

@@ -19,6 +19,7 @@ from relpos_jax import train_lib
 from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
+from relpos_jax.positions import randomized as randomized_lib
 
 import model_harness  # the tests' shared eager init (pytest puts tests/ on the path)
 
@@ -318,34 +319,44 @@ def test_random_position_eval_is_seeded_and_named(learned_workdir):
 def test_random_position_eval_scores_the_batch_at_its_sample(arch):
   dataset, model, params = _smoke_model(arch)
   batch = next(dataset.eval_batches(8, 4))
-  positions = evaluate.RandomPositions(jax.random.PRNGKey(3), 64)
-  scores, tokens = evaluate.evaluate_batch(model, params, batch, positions=positions)
-  again, _ = evaluate.evaluate_batch(model, params, batch, positions=positions)
+  sampler = randomized_lib.RandomizedPositions(enabled=True, max_random_position=64)
+  rand = evaluate.RandomEval(sampler, randomized_lib.eval_key(0, 1, 8))
+  positions = rand.positions(model, batch, 0, 2)
+  expected = sampler.sample(jax.random.fold_in(jax.random.fold_in(rand.key, 0), 2),
+                            batch["inputs"], batch["targets"], joint=model.joint_positions)
+  np.testing.assert_array_equal(positions[1], expected[1])  # the training sampler, per example
+  scores, _ = evaluate.evaluate_batch(model, params, batch, positions=positions)
+  again, _ = evaluate.evaluate_batch(model, params, batch, positions=rand.positions(model, batch,
+                                                                                    0, 2))
   np.testing.assert_array_equal(scores["exact"], again["exact"])  # one sample per key
   np.testing.assert_allclose(scores["loss_sum"], again["loss_sum"], rtol=1e-6)
   plain, _ = evaluate.evaluate_batch(model, params, batch)
   assert not np.allclose(scores["loss_sum"], plain["loss_sum"])  # other positions, other loss
-  in_pos, tgt_pos = positions.of(model, batch)
-  assert int(np.max(in_pos)) < 64 and int(np.max(tgt_pos)) < 64
+  assert int(np.max(positions[0])) < 64 and int(np.max(positions[1])) < 64
 
 
-def test_validation_at_random_positions_decodes_each_batch_at_its_own_sample():
+def test_validation_at_random_positions_averages_each_example_over_its_draws():
   _, model, params = _smoke_model("encoder_decoder")
   config = DEFAULT.get_config("smoke,scheme=t5")
   dataset = pipeline.make_dataset(seed=0, **{**config.data, "num_validation_examples": 48})
-  record = evaluate.validation_record(model, params, dataset, batch_size=16,
-                                      random_positions=64, seed=5)
-  parts = [evaluate.evaluate_batch(model, params, batch, positions=evaluate.RandomPositions(
-               jax.random.fold_in(jax.random.PRNGKey(5), i), 64))[0]
-           for i, batch in enumerate(dataset.validation_batches(16))]
-  weights = np.concatenate([b["weights"] for b in dataset.validation_batches(16)])
-  expected = scoring.summarize_scores({k: np.concatenate([p[k] for p in parts]) for k in parts[0]},
-                                      weights)
-  assert record.keys() == expected.keys()
-  for key, value in expected.items():
-    np.testing.assert_allclose(record[key], value, rtol=1e-6, err_msg=key)
+  sampler = randomized_lib.RandomizedPositions(enabled=True, max_random_position=64,
+                                               eval_draws=3)
+  record = evaluate.validation_record(model, params, dataset, batch_size=16, random=sampler,
+                                      seed=5)
+  rand = evaluate.RandomEval(sampler, randomized_lib.eval_key(0, 5, evaluate.VALIDATION_LENGTH))
+  batches = list(dataset.validation_batches(16))
+  weights = np.concatenate([b["weights"] for b in batches])
+  exact_DxN = np.array([np.concatenate([
+      evaluate.evaluate_batch(model, params, b, positions=rand.positions(model, b, i, k))[0][
+          "exact"][b["weights"] > 0] for i, b in enumerate(batches)]) for k in range(3)])
+  assert record["position_draws"] == 3
+  assert record["num_examples"] == int(weights.sum()) == exact_DxN.shape[1]
+  np.testing.assert_allclose(record["exact_match"], exact_DxN.mean(), rtol=1e-9)
+  np.testing.assert_allclose(record["exact_match_draws"], exact_DxN.mean(axis=1), rtol=1e-9)
+  np.testing.assert_array_equal(record["exact_counts"], exact_DxN.sum(axis=0))
   plain = evaluate.validation_record(model, params, dataset, batch_size=16)
-  assert record["num_examples"] == plain["num_examples"] == int(weights.sum())
+  assert plain["position_draws"] == 1 and "exact_match_draws" not in plain
+  assert plain["num_examples"] == record["num_examples"]
   assert not np.isclose(plain["loss"], record["loss"])  # 0..L-1 is another decoding
 
 
@@ -354,3 +365,29 @@ def test_eval_variants_report_into_their_own_folder():
   assert workdir_lib.eval_dir("w", "@random_positions") == os.path.join("w", "eval",
                                                                         "random_positions")
   assert workdir_lib.eval_dir("w", "@a=b c") == os.path.join("w", "eval", "a=b_c")
+
+
+@pytest.mark.slow  # on a trained run (the fixture trains)
+def test_each_row_is_marked_by_validation_at_its_own_positions(copy_workdir, monkeypatch):
+  """A run validated at random positions (as a randomized run is) that fails at 0..L-1:
+  its 0..L-1 row is unconverged by validation there, its @random_positions row converged."""
+  sampler = randomized_lib.RandomizedPositions(enabled=True, max_random_position=64,
+                                               eval_draws=1)
+  monkeypatch.setattr(randomized_lib, "validation_sampler", lambda config: sampler)
+  real = evaluate.validation_record
+
+  def validation(model, params, dataset, *, batch_size, random=None, seed=0):
+    record = real(model, params, dataset, batch_size=batch_size, random=random, seed=seed)
+    return {**record, "exact_match": 1.0 if random is not None else 0.25}
+
+  monkeypatch.setattr(evaluate, "validation_record", validation)
+  plain = evaluate.evaluate_workdir(copy_workdir, lengths=[2], num_examples=4)
+  assert all(r["valid_positions"] == r["eval_positions"] == "0..L-1" for r in plain)
+  assert all(r["checkpoint_valid_positions"] == "random" for r in plain)
+  assert all(r["valid_exact_match"] == 0.25 and r["checkpoint_valid_exact_match"] == 1.0
+             and r["converged"] is False for r in plain)
+  rand = evaluate.evaluate_workdir(copy_workdir, lengths=[2], num_examples=4,
+                                   random_positions=True)
+  assert all(r["valid_positions"] == "random" and r["valid_exact_match"] == 1.0
+             and r["converged"] is True for r in rand)
+  assert all(not os.path.isabs(r["workdir"]) for r in plain + rand)

@@ -150,7 +150,8 @@ def test_train_and_eval_end_to_end(tmp_path):
     assert os.path.exists(os.path.join(workdir, "eval", name)), name
   # Stored in a results/ table: records/<run>.jsonl, runs/<run>.json and the table's report.
   table = str(tmp_path / "results" / "lm_context")
-  subprocess.run([sys.executable, "eval.py", "--workdir", workdir, "--results_dir", table],
+  subprocess.run([sys.executable, "eval.py", "--workdir", workdir, "--results_dir", table,
+                  "--allow_dirty"],
                  check=True, env=env, capture_output=True)
   for name in ("records/lm.jsonl", "runs/lm.json", *lm_report.REPORT_FILES.values()):
     assert os.path.exists(os.path.join(table, name)), name

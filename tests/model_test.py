@@ -22,6 +22,7 @@ from relpos_jax import decode
 from relpos_jax import decoder_only
 from relpos_jax import positions
 from relpos_jax.data import vocab
+from relpos_jax.positions import randomized
 
 SNAPSHOTS = pathlib.Path(__file__).parent / "snapshots"
 
@@ -262,35 +263,30 @@ def test_greedy_decode_equals_uncached_and_compiles_once(name, arch):
 @pytest.mark.parametrize("arch", BOTH)
 @pytest.mark.parametrize("name", quick_params(["t5", "sinusoidal"]))
 def test_greedy_decode_at_random_positions_equals_the_forward_at_them(name, arch):
-  """One sample per batch (Ruoss et al.'s evaluation): cached = uncached = teacher-forced."""
+  """Positions drawn per example as in training: cached = uncached = teacher-forced."""
   model = tiny_model(name, arch)
   inputs, targets = batch(6, t=8)
   params = init(model, inputs, targets)
-  key = jax.random.PRNGKey(4)
-  tokens, lengths = decode.greedy_decode(model, params, inputs, max_len=8, position_rng=key,
-                                         max_random_position=64)
+  sampler = randomized.RandomizedPositions(enabled=True, max_random_position=64)
+  ipos, tpos = sampler.sample(jax.random.PRNGKey(4), inputs, targets,
+                              joint=model.joint_positions)
+  tokens, lengths = decode.greedy_decode(model, params, inputs, max_len=8, inputs_pos_BxS=ipos,
+                                         targets_pos_BxT=tpos)
   ref_tokens, ref_lengths = decode.greedy_decode_uncached(model, params, inputs, max_len=8,
-                                                          position_rng=key, max_random_position=64)
+                                                          inputs_pos_BxS=ipos,
+                                                          targets_pos_BxT=tpos)
   np.testing.assert_array_equal(tokens, ref_tokens)
   np.testing.assert_array_equal(lengths, ref_lengths)
-  ipos, tpos = decode.random_decode_positions(model, inputs, 8, key, max_random_position=64)
-  n_in = np.asarray((inputs != vocab.PAD_ID).sum(1))
-  for b in range(B):  # sorted, in range; one running sequence for decoder-only
-    real = (np.concatenate([ipos[b, :n_in[b]], tpos[b]]) if arch == "decoder_only"
-            else tpos[b])
-    assert np.all(np.diff(np.asarray(real)) > 0) and int(real.max()) < 64
-  if arch == "encoder_decoder":  # one draw for the batch: every row's target slots alike
-    np.testing.assert_array_equal(tpos[0], tpos[1])
   full = model.apply({"params": params}, inputs, targets, ipos, tpos)
   np.testing.assert_allclose(cached_logits(model, params, inputs, targets, ipos, tpos), full,
                              atol=1e-5)
   default = model.apply({"params": params}, inputs, targets)
   assert not np.allclose(full, default, atol=1e-5)  # the positions were used
-  with pytest.raises(ValueError, match="max_random_position"):
-    decode.greedy_decode(model, params, inputs, max_len=8, position_rng=key)
-  with pytest.raises(ValueError, match="cannot draw"):
-    decode.greedy_decode(model, params, inputs, max_len=8, position_rng=key,
-                         max_random_position=7)
+  with pytest.raises(ValueError, match="targets_pos_BxT has shape"):
+    decode.greedy_decode(model, params, inputs, max_len=7, inputs_pos_BxS=ipos,
+                         targets_pos_BxT=tpos)
+  with pytest.raises(ValueError, match="both"):
+    decode.greedy_decode_uncached(model, params, inputs, max_len=8, targets_pos_BxT=tpos)
 
 
 @pytest.mark.parametrize("arch", BOTH)

@@ -92,14 +92,62 @@ def test_input_and_target_positions(joint):
           np.concatenate([ipos[b, :n_in[b]], tpos[b, :n_tgt[b]]]), together[b, :n_in[b] + n_tgt[b]])
 
 
-def test_disabled_gives_none():
-  lengths = jnp.array([2, 3])
-  off = randomized.RandomizedPositions()
-  assert off.train_positions(jax.random.PRNGKey(0), lengths, 3, lengths, 4, joint=False) == (
-      None, None)
+def test_sample_sizes_by_the_real_tokens_of_a_batch():
+  P, E = vocab.PAD_ID, vocab.EOS_ID
   on = randomized.RandomizedPositions(enabled=True, max_random_position=50)
-  ipos, tpos = on.train_positions(jax.random.PRNGKey(0), lengths, 3, lengths, 4, joint=True)
+  inputs = jnp.array([[5, 6, P], [5, P, P]])
+  targets = jnp.array([[7, E, P, P], [7, 7, 7, E]])
+  ipos, tpos = on.sample(jax.random.PRNGKey(0), inputs, targets, joint=True)
   assert ipos.shape == (2, 3) and tpos.shape == (2, 4)
+  expected = randomized.input_target_positions(jax.random.PRNGKey(0), jnp.array([2, 1]), 3,
+                                               jnp.array([2, 4]), 4, max_random_position=50,
+                                               joint=True)
+  np.testing.assert_array_equal(ipos, expected[0])
+  np.testing.assert_array_equal(tpos, expected[1])
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_eval_positions_have_the_training_distribution(joint):
+  """A fixed eval example decoded at random positions (padded to the decode width of a
+  4x eval batch) gets positions distributed as the same example's in a training step."""
+  P, E = vocab.PAD_ID, vocab.EOS_ID
+  n_in, n_tgt_tokens, draws = 12, 12, 400
+  inputs = np.array([[5] * n_in + [P] * 4], np.int32)
+  targets = np.array([[6] * n_tgt_tokens + [E]], np.int32)
+  sampler = randomized.RandomizedPositions(enabled=True, max_random_position=256)
+  train_max = []
+  for k in range(draws):  # the train step's draws (its own key stream)
+    ipos, tpos = _train_step_positions(joint, inputs, targets, step=k, max_random_position=256)
+    train_max.append(tpos[0, :n_tgt_tokens + 1].max())
+  # Eval: the same example, padded to a wide decode batch; positions from evaluate's sampler.
+  wide_inputs = np.pad(inputs, ((0, 0), (0, 60)))
+  wide_targets = np.pad(targets, ((0, 0), (0, 70)))
+  key = randomized.eval_key(0, 3, 80)
+  eval_max = []
+  for k in range(draws):
+    ipos, tpos = sampler.sample(jax.random.fold_in(key, k), wide_inputs, wide_targets,
+                                joint=joint)
+    eval_max.append(int(tpos[0, :n_tgt_tokens + 1].max()))
+  # The target's last position is the largest of the n drawn (joint: input, SEP and target
+  # slots; else the target's own sample); for n uniform draws without replacement from
+  # [0, 256) its mean is n/(n+1)·257 − 1.
+  n = n_in + n_tgt_tokens + 1 if joint else n_tgt_tokens + 1
+  expected = n / (n + 1) * 257 - 1
+  np.testing.assert_allclose(np.mean(train_max), expected, rtol=0.03)
+  np.testing.assert_allclose(np.mean(eval_max), np.mean(train_max), rtol=0.03)
+
+
+def test_eval_keys_differ_by_seed_and_length():
+  keys = {tuple(np.asarray(jax.random.key_data(randomized.eval_key(0, s, n))).tolist())
+          for s in (0, 1) for n in (10, 20)}
+  assert len(keys) == 4
+
+
+def test_bad_sampler_config_is_refused():
+  with pytest.raises(ValueError, match="eval_draws"):
+    randomized.RandomizedPositions(eval_draws=0)
+  with pytest.raises(ValueError, match="max_random_position"):
+    randomized.from_config({"max_random_position": 0})
 
 
 class _RecordingModel:
@@ -115,15 +163,16 @@ class _RecordingModel:
     return jnp.zeros(targets_BxT.shape + (8,)) * variables["params"]["w"]
 
 
-def _train_step_positions(joint, inputs, targets):
+def _train_step_positions(joint, inputs, targets, step=7, max_random_position=64):
   model = _RecordingModel(joint)
   tx = optax.sgd(0.1)
   params = {"w": jnp.ones(())}
-  state = train_lib.TrainState(step=jnp.array(7, jnp.int32), params=params,
+  state = train_lib.TrainState(step=jnp.array(step, jnp.int32), params=params,
                                opt_state=tx.init(params))
   step = train_lib.make_train_step(
       model, tx, lambda s: 0.1, label_smoothing=0.0,
-      randomized=randomized.RandomizedPositions(enabled=True, max_random_position=64))
+      randomized=randomized.RandomizedPositions(enabled=True,
+                                                max_random_position=max_random_position))
   step(state, {"inputs": jnp.asarray(inputs), "targets": jnp.asarray(targets)}, jnp.array(3))
   return model.seen[0]
 
@@ -149,10 +198,11 @@ def test_train_step_samples_real_slots_independently_of_padding(joint):
   assert ipos.max() < 64 and tpos.max() < 64 and wide_tpos.max() < 64
 
 
-def test_validation_positions_follow_the_training_positions():
-  assert randomized.validation_positions(None) is None
-  assert randomized.validation_positions({"enabled": False, "max_random_position": 64}) is None
-  assert randomized.validation_positions({"enabled": True, "max_random_position": 64}) == 64
+def test_validation_sampler_follows_the_training_positions():
+  assert randomized.validation_sampler(None) is None
+  assert randomized.validation_sampler({"enabled": False, "max_random_position": 64}) is None
+  on = randomized.validation_sampler({"enabled": True, "max_random_position": 64})
+  assert on.max_random_position == 64 and on.eval_draws == 8  # an old config: the default
   config = randomized.default_config()
   config.enabled = True
-  assert randomized.validation_positions(config) == config.max_random_position
+  assert randomized.validation_sampler(config) == randomized.RandomizedPositions(**config)

@@ -246,10 +246,10 @@ def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
   trained.clear()
   records = sweep.run_sweep(randomized, str(tmp_path / "randomized"),
                             results_dir=str(root / "randomized"),
-                            only=["t5+copy", "t5+randomized+copy+num_steps=4", "learned+copy"])
+                            only=["t5+copy", "t5+randomized+copy", "learned+copy"])
   # t5+copy is the schemes table's run (randomization off: its range setting is inert);
   # randomized.py gives `learned` a longer table, so its run differs and is trained.
-  assert trained == ["learned+copy", "t5+randomized+copy+num_steps=4"]
+  assert trained == ["learned+copy", "t5+randomized+copy"]
   # the pace is logged after each trained run, counting only runs still to train
   assert "2 run(s) done in this process" in caplog.text and "0 left to train here" in caplog.text
   assert "1 left to train here" in caplog.text
@@ -258,19 +258,19 @@ def test_a_run_another_table_stored_with_the_same_config_is_copied_not_trained(
   assert info["reused_from"] == os.path.join("schemes", "runs", "t5+copy.json")
   # a randomized run is evaluated (and stored) at 0..L-1 and at random positions
   assert [r["run"] for r in records] == [
-      "learned+copy", "t5+copy", "t5+randomized+copy+num_steps=4",
-      "t5+randomized+copy+num_steps=4@random_positions"]
+      "learned+copy", "t5+copy", "t5+randomized+copy",
+      "t5+randomized+copy@random_positions"]
   assert sweep.results.table_status(str(root / "randomized")) == (3, 40)
   # a randomized run missing its random-position records is evaluated again, not retrained
   (root / "randomized" / "records" /
-   "t5+randomized+copy+num_steps=4@random_positions.jsonl").unlink()
+   "t5+randomized+copy@random_positions.jsonl").unlink()
   assert sweep.results.table_status(str(root / "randomized")) == (2, 40)
   trained.clear()
   evaluated.clear()
   sweep.run_sweep(randomized, str(tmp_path / "randomized"), results_dir=str(root / "randomized"),
-                  only=["t5+copy", "t5+randomized+copy+num_steps=4", "learned+copy"])
+                  only=["t5+copy", "t5+randomized+copy", "learned+copy"])
   assert trained == [] and [n for n, _ in evaluated] == [
-      "t5+randomized+copy+num_steps=4", "t5+randomized+copy+num_steps=4@random_positions"]
+      "t5+randomized+copy", "t5+randomized+copy@random_positions"]
   (root / "randomized" / "records" / "t5+copy.jsonl").unlink()
   trained.clear()
   sweep.run_sweep(randomized, str(tmp_path / "randomized"), results_dir=str(root / "randomized"),

@@ -36,18 +36,30 @@ seen only by queries whose loss is masked). With max_random_position = 10, a row
       joint sample [0, 3, 5, 6, 6, 6]  ->  inputs_pos [0, 3, 3], targets_pos [5, 6, 6]
                     x  y  SEP a
 
-Evaluation uses 0..L-1 by default; `decode.greedy_decode(..., position_rng=,
-max_random_position=)` decodes with one random sample per batch instead (shared
-by every row: `per_example=False`), as Ruoss et al. evaluate. A learned table
-must have `max_random_position` rows (checked by the trainer).
+Evaluation uses 0..L-1 by default. Evaluated at random positions (the
+`@random_positions` rows), each example's positions are drawn exactly as in
+training: `RandomizedPositions.sample` of the eval batch, i.e. for its real
+input length and its reference target length (tokens + EOS), per example, with
+a key that folds in the replica's seed, the eval length and the batch. Positions
+carry no token information, so sizing the target sample by the reference length
+reveals nothing about the answer: it only makes the positions of the tokens the
+model has to produce follow the training distribution (a sample sized by the
+padded decode width would give the real tokens the smallest of T draws, and a
+spacing that depends on the padding). An overlong output's extra slots repeat
+the last position; it is wrong at its EOS slot anyway. Each example is scored
+over `eval_draws` independent samples and its scores averaged
+(docs/evaluation.md). A learned table must have `max_random_position` rows
+(checked by the trainer).
 
-A randomized run's in-distribution validation (checkpoint choice, the converged
-mark) decodes at random positions, because that is what it trained on: 0..L-1
-is one particular, vanishingly rare, sample of its training distribution (a
-sinusoidal model can reach 0.94 exact match at random positions and 0.00 at
-0..L-1). `validation_positions` says which a run uses, and a sweep that stores
-results evaluates such a run both ways, the random-position records named
-`<run>` + `EVAL_SUFFIX`.
+A randomized run's in-distribution validation (checkpoint choice) decodes at
+random positions, because that is what it trained on: 0..L-1 is one particular,
+vanishingly rare, sample of its training distribution (a sinusoidal model can
+reach 0.94 exact match at random positions and 0.00 at 0..L-1). Each row of a
+table is marked converged or not by validation at the positions that row is
+decoded at (evaluate.py): a randomized run's 0..L-1 row by validation at 0..L-1.
+`validation_positions` says which positions a run is validated at, and a sweep
+that stores results evaluates such a run both ways, the random-position records
+named `<run>` + `EVAL_SUFFIX`.
 """
 
 from __future__ import annotations
@@ -58,6 +70,8 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 import ml_collections
+
+from relpos_jax.data import vocab
 
 Array = jax.Array
 EVAL_SUFFIX = "@random_positions"  # the name of a run's records decoded at random positions
@@ -160,31 +174,67 @@ def input_target_positions(rng: Array, input_lengths_B: Array, input_width: int,
 
 @dataclasses.dataclass(frozen=True)
 class RandomizedPositions:
-  """The `randomized` config: whether and how training positions are randomized.
+  """The `randomized` config: whether and how positions are randomized; the one sampler.
+
+  Training and evaluation at random positions both call `sample`, so an eval
+  example's positions have exactly the distribution its training examples had.
 
   Attributes:
     enabled: randomize training positions (and validate at random positions;
       evaluation uses 0..L-1 unless asked).
     max_random_position: positions are drawn from [0, max_random_position).
     per_example: a fresh sample per example (True) or one draw per batch.
+    eval_draws: evaluated at random positions, each example is decoded at this
+      many independent samples and its scores averaged (the records'
+      `position_draws`).
   """
 
   enabled: bool = False
   max_random_position: int = 2048
   per_example: bool = True
+  eval_draws: int = 8
 
-  def train_positions(self, rng: Array, input_lengths_B: Array, input_width: int,
-                      target_lengths_B: Array, target_width: int, *,
-                      joint: bool) -> tuple[Array | None, Array | None]:
-    """Training `(inputs_pos_BxS, targets_pos_BxT)` (see `input_target_positions`).
+  def __post_init__(self):
+    if self.max_random_position < 1:
+      raise ValueError(f"randomized.max_random_position must be >= 1, got "
+                       f"{self.max_random_position}")
+    if self.eval_draws < 1:
+      raise ValueError(f"randomized.eval_draws must be >= 1, got {self.eval_draws}")
 
-    Returns (None, None), the default 0..L-1, when not enabled.
+  def sample(self, rng: Array, inputs_BxS: Array, targets_BxT: Array, *,
+             joint: bool) -> tuple[Array, Array]:
+    """`(inputs_pos_BxS, targets_pos_BxT)` for a batch, sized by its real tokens.
+
+    The sample sizes are each row's non-PAD inputs and non-PAD targets (tokens +
+    EOS, which is exactly the decoder's real inputs BOS / SEP, t_0, ...), never
+    the padded widths; see `input_target_positions`. The same call serves a
+    training batch and an eval batch (whose targets are the references).
+
+    Args:
+      rng: PRNG key.
+      inputs_BxS: source tokens, PAD-padded.
+      targets_BxT: target tokens (then EOS, then PAD).
+      joint: one running sequence (decoder-only, `model.joint_positions`).
+
+    Returns:
+      `(inputs_pos_BxS, targets_pos_BxT)`, int32; target slot k is where the
+      decoder-input token k (BOS / SEP at k = 0) sits.
     """
-    if not self.enabled:
-      return None, None
-    return input_target_positions(rng, input_lengths_B, input_width, target_lengths_B,
-                                  target_width, max_random_position=self.max_random_position,
-                                  joint=joint, per_example=self.per_example)
+    return input_target_positions(
+        rng, jnp.sum(inputs_BxS != vocab.PAD_ID, axis=1), inputs_BxS.shape[1],
+        jnp.sum(targets_BxT != vocab.PAD_ID, axis=1), targets_BxT.shape[1],
+        max_random_position=self.max_random_position, joint=joint,
+        per_example=self.per_example)
+
+
+def eval_key(eval_seed: int, seed: int, length: int) -> Array:
+  """The key of one eval set's random positions: folds in the replica's seed and the length.
+
+  Batch i, draw k then use `fold_in(fold_in(key, i), k)`; different seeds draw
+  different positions, so the spread over seeds includes the draws' variance.
+  """
+  key = jax.random.fold_in(jax.random.PRNGKey(eval_seed), seed)
+  return jax.random.fold_in(key, length)
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -193,15 +243,23 @@ def default_config() -> ml_collections.ConfigDict:
       {f.name: f.default for f in dataclasses.fields(RandomizedPositions)})
 
 
-def validation_positions(randomized: Mapping[str, Any] | None) -> int | None:
-  """Where a run is validated: its `max_random_position` if it trained randomized, else None.
+def from_config(randomized: Mapping[str, Any] | None) -> RandomizedPositions:
+  """The sampler of a run's `randomized` config section (a ConfigDict or its JSON data).
+
+  Missing keys take their defaults (configs of runs trained before a key existed).
+  """
+  return RandomizedPositions(**dict(randomized or {}))
+
+
+def validation_sampler(randomized: Mapping[str, Any] | None) -> RandomizedPositions | None:
+  """Where a run is validated (checkpoint choice): its sampler if it trained randomized, else None.
 
   Args:
-    randomized: the run's `randomized` config section (a ConfigDict or its JSON
-      data; None or missing keys: the defaults).
+    randomized: the run's `randomized` config section (None or missing keys: the
+      defaults).
 
   Returns:
-    None (decode at 0..L-1) or the bound of the random positions to decode at.
+    None (validate at 0..L-1) or the sampler to validate at random positions with.
   """
-  config = RandomizedPositions(**dict(randomized or {}))
-  return config.max_random_position if config.enabled else None
+  config = from_config(randomized)
+  return config if config.enabled else None

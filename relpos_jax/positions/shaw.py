@@ -25,9 +25,12 @@ gradient of the gather is the scatter-add and vice versa).
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from relpos_jax.positions import base
 
@@ -140,3 +143,25 @@ class Shaw(base.PositionScheme):
       return None
     idx_BxQxK = relative_index(qpos_BxQ, kpos_BxK, self.max_relative_position)
     return value_output(w_BxHxQxK, self.value_table, idx_BxQxK)
+
+  @nn.nowrap
+  def figures(self, params: Mapping[str, Array], *,
+              max_train_distance: int | None = None) -> list[base.FigurePanel]:
+    """"shaw_key_norms": ‖a^K[clip(d, −k, k) + k]‖ against the relative distance d.
+
+    Distances reach 2k (at least k + 4), so the flat continuation past the clipping
+    distance shows; ±k is marked. None without a key table.
+    """
+    if "key_table" not in params:
+      return []
+    k = self.max_relative_position
+    reach = max(2 * k, k + 4)
+    rel_R = np.arange(-reach, 1 if self.causal else reach + 1)
+    norms_R = np.linalg.norm(np.asarray(params["key_table"]), axis=-1)[np.clip(rel_R, -k, k) + k]
+    return [base.FigurePanel(
+        figure="shaw_key_norms", figure_title="Shaw key-table row norms vs relative distance",
+        title="causal: keys at or before the query" if self.causal else "bidirectional",
+        x_label="key − query position d", y_label="‖key-table row‖", x_X=rel_R,
+        curves={"": norms_R},
+        marks={f"clipping distance k = {k}": (-k,) if self.causal else (-k, k)},
+        shade=base.training_span(max_train_distance, self.causal))]

@@ -14,8 +14,12 @@ randomized ones) is encoded without a table.
 
 from __future__ import annotations
 
+from typing import Mapping
+
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from relpos_jax.positions import base
 
@@ -60,3 +64,22 @@ class Sinusoidal(base.PositionScheme):
     """`x + P(pos)`, added in float32 (one rounding to x's dtype)."""
     p_BxLxD = sinusoidal_encoding(pos_BxL, self.d_model, self.base)
     return (x_BxLxD.astype(jnp.float32) + p_BxLxD).astype(x_BxLxD.dtype)
+
+  @nn.nowrap
+  def figures(self, params: Mapping[str, Array], *,
+              max_train_distance: int | None = None) -> list[base.FigurePanel]:
+    """"sinusoid": the encoding as an image, positions × dimensions.
+
+    Positions reach 4 × (max_train_distance + 1) (128 if not given), the last
+    position seen in training marked.
+    """
+    del params  # nothing learned
+    num_positions = 4 * (max_train_distance + 1) if max_train_distance else 128
+    pos_P = np.arange(num_positions)
+    return [base.FigurePanel(
+        figure="sinusoid", figure_title=f"sinusoidal encoding (dim={self.d_model}, "
+        f"base={self.base:g})", title="", x_label="position",
+        y_label="dimension (even: sin, odd: cos)", x_X=pos_P,
+        marks=({"last position seen in training": (max_train_distance + 0.5,)}
+               if max_train_distance else {}),
+        image_XxC=np.asarray(sinusoidal_encoding(jnp.asarray(pos_P), self.d_model, self.base)))]

@@ -16,10 +16,12 @@ T5; `share_across_layers=False` gives each layer its own.
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from relpos_jax.positions import base
 
@@ -83,6 +85,23 @@ def relative_position_bucket(relative_position: Array, *, bidirectional: bool,
   return buckets + jnp.where(is_small, n, if_large)
 
 
+def bucket_edges(rel_R: np.ndarray, *, bidirectional: bool, num_buckets: int,
+                 max_distance: int) -> np.ndarray:
+  """Where the bucket changes along a range of relative distances.
+
+  Args:
+    rel_R: increasing consecutive distances (key − query).
+    bidirectional, num_buckets, max_distance: `relative_position_bucket`'s.
+
+  Returns:
+    The edges, half-way between the two distances whose buckets differ.
+  """
+  bucket_R = np.asarray(relative_position_bucket(
+      jnp.asarray(rel_R), bidirectional=bidirectional, num_buckets=num_buckets,
+      max_distance=max_distance))
+  return rel_R[1:][bucket_R[1:] != bucket_R[:-1]] - 0.5
+
+
 class T5Bias(base.PositionScheme):
   """A learned scalar bias per (relative-position bucket, head).
 
@@ -115,3 +134,30 @@ class T5Bias(base.PositionScheme):
   def shared_across_layers(self) -> bool:
     """One table per stack unless `share_across_layers=False`."""
     return self.share_across_layers
+
+  @nn.nowrap
+  def figures(self, params: Mapping[str, Array], *,
+              max_train_distance: int | None = None) -> list[base.FigurePanel]:
+    """"t5_bias": the learned bias b(key − query) per head, a step per bucket.
+
+    Distances reach 1.5 × max_distance (keys at or before the query if causal), so
+    the flat last bucket shows; the bucket edges are marked.
+    """
+    if "rel_bias" not in params:
+      return []
+    bias_NxH = np.asarray(params["rel_bias"])
+    reach = int(1.5 * self.max_distance)
+    rel_R = np.arange(-reach, 1 if self.causal else reach + 1)
+    settings = dict(bidirectional=not self.causal, num_buckets=self.num_buckets,
+                    max_distance=self.max_distance)
+    bucket_R = np.asarray(relative_position_bucket(jnp.asarray(rel_R), **settings))
+    return [base.FigurePanel(
+        figure="t5_bias",
+        figure_title=(f"T5 relative bias (num_buckets={self.num_buckets}, "
+                      f"max_distance={self.max_distance})"),
+        title="causal" if self.causal else "bidirectional",
+        x_label="key − query position", y_label="bias", x_X=rel_R,
+        curves={f"head {h}": bias_NxH[bucket_R, h] for h in range(bias_NxH.shape[1])},
+        marks={"bucket edges": tuple(bucket_edges(rel_R, **settings).tolist())},
+        shade=base.training_span(max_train_distance, self.causal), steps=True)]
+
