@@ -23,6 +23,12 @@ records carry that score, the step, and whether the replica converged.
 stores each run's records under results/<table>/ (what RESULTS.md is rendered
 from).
 
+A byte-level language-model run (data.task lm:..., configs/lm.py) is evaluated by
+relpos_jax/lm_eval.py instead: bits per byte at each eval context on the same test
+bytes (--num_examples: how many bytes), loss by position, lm_context.{jsonl,md,csv},
+bpb_vs_context.png and loss_vs_position.png in `<workdir>/eval/` (--override: an
+eval variant, e.g. RoPE scaling, in its subfolder).
+
 eval.py only reads a workdir's checkpoints (read-only, without the trainer's
 lock: it can run while the run still trains); an unreadable checkpoint is
 skipped with a warning naming it. It
@@ -38,6 +44,8 @@ from absl import logging
 
 from relpos_jax import errors
 from relpos_jax import evaluate
+from relpos_jax import lm_eval
+from relpos_jax import lm_report
 from relpos_jax import report
 from relpos_jax import log_setup
 from relpos_jax import results
@@ -112,6 +120,12 @@ def main(argv):
                  checkpoint=_CHECKPOINT.value, dump_predictions=_DUMP.value,
                  overrides=_OVERRIDE.value, random_positions=_RANDOM_POSITIONS.value)
   with errors.user_errors(ValueError, FileNotFoundError):
+    is_lm = lm_eval.is_lm_run(workdirs[0])  # byte-level LMs: bits per byte by context
+    lm_options = dict(checkpoint=_CHECKPOINT.value, num_bytes=_NUM_EXAMPLES.value,
+                      overrides=_OVERRIDE.value)
+    if is_lm and not _RESULTS_DIR.value:
+      print(lm_report.any_markdown(lm_eval.evaluate_runs(workdirs, out, **lm_options)))
+      return
     if _RESULTS_DIR.value:
       names = evaluate.run_names(workdirs)
       variants = {}
@@ -125,6 +139,11 @@ def main(argv):
                           meta["config"])
         results.write_table_meta(_RESULTS_DIR.value, meta["config"],
                                  [r["name"] for r in meta["runs"]], variants)
+      if is_lm:
+        print(lm_report.any_markdown(lm_eval.evaluate_into_results(
+            workdirs, names, _RESULTS_DIR.value, variants=variants,
+            allow_dirty=_ALLOW_DIRTY.value, **lm_options)))
+        return
       records = sweep.evaluate_into_results(workdirs, names, _RESULTS_DIR.value,
                                             variants=variants, allow_dirty=_ALLOW_DIRTY.value,
                                             **options)

@@ -42,6 +42,7 @@ from ml_collections import config_flags
 
 from relpos_jax import distributed
 from relpos_jax import errors
+from relpos_jax import lm_report
 from relpos_jax import log_setup
 from relpos_jax import preemption
 from relpos_jax import sweep
@@ -87,7 +88,9 @@ def _train(config_file: str, is_sweep: bool) -> None:
                               only=_RUNS.value, shard=_SHARD.value, command_line=overrides,
                               results_dir=_RESULTS_DIR.value, reuse=_REUSE.value,
                               split_seeds=_SPLIT_SEEDS.value, allow_dirty=_ALLOW_DIRTY.value)
-    if records:
+    if records and lm_report.is_lm_records(records):
+      print(lm_report.any_markdown(records))
+    elif records:
       print(tables.exact_match_table(records))
       print(tables.error_table(records))
     return

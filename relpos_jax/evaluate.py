@@ -867,6 +867,9 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
   Raises:
     ValueError: no workdir holds a checkpoint; bad options.
   """
+  from relpos_jax import lm_eval  # pylint: disable=g-import-not-at-top (lm_eval imports this)
+  if workdirs and all(lm_eval.is_lm_run(w) for w in workdirs):  # byte-level LMs: own protocol
+    return lm_eval.evaluate_runs(workdirs, out_dir, names=names, on_run=on_run, **options)
   opts = EvalOptions(lengths=None if lengths is None else list(lengths), batch_size=batch_size,
                      **options)
   names = list(names) if names is not None else run_names(workdirs)

@@ -45,6 +45,7 @@ from relpos_jax import architectures
 from relpos_jax import distributed
 from relpos_jax import errors
 from relpos_jax import evaluate
+from relpos_jax import lm_eval
 from relpos_jax import losses
 from relpos_jax import metric_writers
 from relpos_jax import optim
@@ -238,7 +239,11 @@ def evaluate_replica(model, params, dataset, config, seed: int = 0) -> dict[str,
 
   Both decode at the positions the run is validated at (random ones, drawn as in
   training, if it trained at random positions: `randomized_lib.validation_sampler`).
+  A language model (an `lm:` task) reports its validation loss and bits per byte
+  (passkey: its accuracy) instead.
   """
+  if lm_eval.is_lm_config(config):
+    return lm_eval.validation_scalars(model, params, dataset)
   sampler = randomized_lib.validation_sampler(config.randomized)
   valid = evaluate.validation_record(model, params, dataset, batch_size=config.eval_batch_size,
                                      random=sampler, seed=seed)

@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import ml_collections
 import numpy as np
 
+from relpos_jax.data import lm
 from relpos_jax.data import scan
 from relpos_jax.data import tasks
 from relpos_jax.data import vocab as vocab_lib
@@ -308,7 +309,8 @@ def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
                  length_buckets: Sequence[int] = (8, 16, 32, 64, 128, 256, 512, 1024),
                  scan_split: str = "length", tfds_data_dir: str | None = "",
                  tfds_input_key: str = "inputs", tfds_target_key: str = "targets",
-                 tfds_train_split: str = "train", tfds_eval_split: str = "test") -> Dataset:
+                 tfds_train_split: str = "train", tfds_eval_split: str = "test",
+                 **lm_options: Any) -> Dataset | lm.LMDataset:
   """The dataset of `task`; config errors are raised before any data is made.
 
   These defaults are the single declaration of the `data` config (see
@@ -343,6 +345,9 @@ def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
     tfds_input_key, tfds_target_key: the example features holding the input and
       target text (space-separated tokens) or integer token sequences.
     tfds_train_split, tfds_eval_split: the TFDS splits to train and evaluate on.
+    **lm_options: for an "lm:" task (a byte-level language model, relpos_jax/data/lm.py),
+      the keys of `lm.default_config()`; of the keyword arguments above only
+      `tfds_data_dir` is then used.
 
   Returns:
     The `Dataset`; its vocabulary is built from the whole training split,
@@ -354,6 +359,10 @@ def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
       num_validation_examples < 1, validation_fraction outside (0, 1).
     FileNotFoundError: a "tfds:" dataset that is not in tfds_data_dir.
   """
+  if task.startswith(lm.PREFIX):
+    return lm.make_dataset(task=task, seed=seed, tfds_data_dir=tfds_data_dir, **lm_options)
+  if lm_options:
+    raise ValueError(f"unknown data config keys {sorted(lm_options)} for task {task!r}")
   buckets = _check_common(task, seed, length_buckets)
   if num_validation_examples < 1:
     raise ValueError(f"num_validation_examples={num_validation_examples}; set it >= 1")
@@ -379,12 +388,14 @@ def default_config() -> ml_collections.ConfigDict:
   """The `data` config: every `make_dataset` keyword but `seed`, with its default."""
   params = inspect.signature(make_dataset).parameters
   return ml_collections.ConfigDict(
-      {name: p.default for name, p in params.items() if name != "seed"})
+      {name: p.default for name, p in params.items()
+       if name != "seed" and p.kind != inspect.Parameter.VAR_KEYWORD})
 
 
 def _check_common(task: str, seed: int, length_buckets: Sequence[int]) -> tuple[int, ...]:
   """Validates what every source shares; returns the buckets as a sorted tuple."""
-  valid = list(tasks.TASKS) + ["scan", f"{TFDS_PREFIX}<name>"]
+  valid = list(tasks.TASKS) + ["scan", f"{TFDS_PREFIX}<name>", f"{lm.PREFIX}{lm.CPYTHON}",
+                               f"{lm.PREFIX}{lm.TFDS_PREFIX}<name>"]
   if task not in tasks.TASKS and task != "scan" and not (
       task.startswith(TFDS_PREFIX) and len(task) > len(TFDS_PREFIX)):
     raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(valid)}")
@@ -633,6 +644,33 @@ def _encode(vocab: vocab_lib.Vocab, pair: tuple[list[str], list[str]]) -> Exampl
 def _read_tfds(name: str, *, data_dir: str | None, input_key: str, target_key: str,
                splits: tuple[str, str]) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]:
   """(train pairs, eval pairs) of a prepared TFDS dataset, read with `tfds.data_source`."""
+  out = read_tfds_splits(name, data_dir=data_dir, splits=splits,
+                         split_fields=("tfds_train_split", "tfds_eval_split"),
+                         check=lambda ex: _check_keys(ex, name, input_key, target_key))
+  return ([(ex[input_key], ex[target_key]) for ex in out[0]],
+          [(ex[input_key], ex[target_key]) for ex in out[1]])
+
+
+def read_tfds_splits(name: str, *, data_dir: str | None, splits: Sequence[str],
+                     split_fields: Sequence[str],
+                     check: Callable[[Mapping[str, Any]], None] | None = None
+                     ) -> list[list[Mapping[str, Any]]]:
+  """Every record of some splits of a prepared TFDS dataset, read with `tfds.data_source`.
+
+  Args:
+    name: `name[/config][:version]`.
+    data_dir: the TFDS data_dir ("" or None: $TFDS_DATA_DIR, else ~/tensorflow_datasets).
+    splits: the split names.
+    split_fields: the config key naming each split (for error messages).
+    check: called on each split's first record before reading the rest (raise on bad keys).
+
+  Returns:
+    One list of records per split.
+
+  Raises:
+    FileNotFoundError: the dataset is not prepared in data_dir.
+    ValueError: a split the dataset lacks.
+  """
   # Imported here: tfds is only needed for "tfds:" tasks, and costs ~0.3 s to import.
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
@@ -655,14 +693,14 @@ def _read_tfds(name: str, *, data_dir: str | None, input_key: str, target_key: s
     raise FileNotFoundError(f"TFDS dataset {name!r} could not be read from {data_dir} "
                             f"({reason}). " + how_to_build) from e
   out = []
-  for split, field in zip(splits, ("tfds_train_split", "tfds_eval_split")):
+  for split, field in zip(splits, split_fields):
     if split not in sources:
       raise ValueError(f"TFDS dataset {name!r} has no split {split!r}; its splits are "
                        f"{sorted(sources)}: set {field} to one of them")
-    if len(sources[split]):
-      _check_keys(sources[split][0], name, input_key, target_key)  # before reading it all
-    out.append([(ex[input_key], ex[target_key]) for ex in _read_all(sources[split])])
-  return out[0], out[1]
+    if len(sources[split]) and check is not None:
+      check(sources[split][0])  # before reading it all
+    out.append(_read_all(sources[split]))
+  return out
 
 
 def _read_all(source: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -1,0 +1,609 @@
+"""Language-model evaluation: loss per byte against the eval context, and where it breaks.
+
+For a byte-level LM run (data task `lm:...`, relpos_jax/data/lm.py) trained on
+windows of L bytes, each eval context C in `data.eval_multiples` x L is scored on
+the same leading span of N ids of the test split (`lm.eval_span`: N a multiple of
+the longest C, so every C tiles exactly the same ids):
+
+* **non-overlapping windows** (the default): the span cut into N / C windows of C
+  ids, every id scored from the window's start (position 0 is predicted from
+  SEP = BOS alone). Mean loss per id (nats) -> bits per byte = loss / ln 2 and
+  per-byte perplexity = exp(loss). The document separators are scored like bytes
+  (about one id in 15,000 of lm:cpython).
+* **sliding windows** (`data.sliding_stride` S > 0; Press et al. 2022, "Train
+  Short, Test Long", §B): windows of C ending at C, C + S, ..., N; the first scores
+  all its C ids, every later one only its last S, so each id is scored once with
+  at least C - S ids of context.
+* **loss by position**: the mean loss at each position 0..C-1 of the
+  non-overlapping windows, so a figure shows where a scheme breaks.
+
+A scheme that cannot encode C positions (learned absolute positions beyond their
+table) gets an "n/a" record (NaN metrics, the reason in `error`), never a clamped
+gather. Eval-time variants (RoPE's PI / dynamic NTK / YaRN scaling,
+length-scaled attention) are `key=value` overrides of the run's config, as in
+`evaluate.apply_overrides`; the run is then named `<run>@<variant>`.
+
+Memory: one forward pass holds at most `rows_per_pass` windows, chosen so that
+one layer's attention logits (rows x H x (C+1) x (C+1) float32) stay within
+`attention_budget_mib`; the layers run one after another, so no more than one
+such tensor per layer is live. benchmarks/lm_eval_memory.py measures the peak.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+import time
+from typing import Any, Callable, Sequence
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+
+from relpos_jax import architectures
+from relpos_jax import evaluate
+from relpos_jax import lm_report
+from relpos_jax import provenance
+from relpos_jax import results
+from relpos_jax import workdir as workdir_lib
+from relpos_jax.data import lm
+from relpos_jax.data import passkey as passkey_lib
+from relpos_jax.data import pipeline
+from relpos_jax.data import vocab as vocab_lib
+
+Record = dict[str, Any]
+LossFn = Callable[[np.ndarray], np.ndarray]  # windows int32 [B, C] -> loss per id [B, C]
+DEFAULT_ATTENTION_BUDGET_MIB = 256
+MAX_IDS_PER_PASS = 32_768  # also bounds the other activations (rows x C x d_ff) of one pass
+CHECKPOINT_RULES = ("best", "last")
+
+
+def is_lm_config(config: ml_collections.ConfigDict | dict) -> bool:
+  """Whether a run config is a byte-level language model (`data.task` starts with `lm:`)."""
+  return str(config["data"]["task"]).startswith(lm.PREFIX)
+
+
+def is_lm_run(workdir: str) -> bool:
+  """Whether `workdir` holds a language-model run (reads its config.json; False without one)."""
+  if not os.path.exists(workdir_lib.config_path(workdir)):
+    return False
+  return is_lm_config(workdir_lib.load_config(workdir))
+
+
+# ------------------------------------------------------------------- windows
+
+def nonoverlapping_windows(ids: np.ndarray, context: int, span: int) -> np.ndarray:
+  """The first `span` ids cut into windows of `context`: int32 [span / C, C].
+
+  Raises:
+    ValueError: `span` not a positive multiple of `context`, or longer than `ids`.
+  """
+  if span < context or span % context or span > len(ids):
+    raise ValueError(f"a span of {span} ids cannot be tiled by windows of {context} "
+                     f"(split of {len(ids)} ids)")
+  return np.asarray(ids[:span], np.int32).reshape(span // context, context)
+
+
+def sliding_windows(ids: np.ndarray, context: int, stride: int,
+                    span: int) -> tuple[np.ndarray, np.ndarray]:
+  """Windows of `context` ending at C, C + S, ..., span, and the first position each scores.
+
+  Returns:
+    (windows int32 [W, C], first_scored int32 [W]: 0 for the first window, C - S after),
+    so the scored ids are exactly ids[0:span], each once.
+  """
+  if not 0 < stride <= context or (span - context) % stride or span > len(ids):
+    raise ValueError(f"sliding windows of {context} with stride {stride} do not tile a span "
+                     f"of {span} ids")
+  ends = np.arange(context, span + 1, stride)
+  windows = np.stack([np.asarray(ids[e - context:e], np.int32) for e in ends])
+  first = np.full(len(ends), context - stride, np.int32)
+  first[0] = 0
+  return windows, first
+
+
+def bits_per_byte(loss_nats: float) -> float:
+  """Mean loss per byte in nats -> bits per byte: loss / ln 2."""
+  return float(loss_nats) / math.log(2.0)
+
+
+# --------------------------------------------------------------- the model
+
+def _window_inputs(windows_BxC: jax.Array) -> jax.Array:
+  """The empty prompt: one PAD slot per row (the model puts SEP = BOS before the window)."""
+  return jnp.full((windows_BxC.shape[0], 1), vocab_lib.PAD_ID, jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames="model")
+def _token_losses(model, params, windows_BxC: jax.Array) -> jax.Array:
+  """-log p(id_t | SEP, id_<t) for every id of every window, float32 [B, C]."""
+  logits_BxCxV = model.apply({"params": params}, _window_inputs(windows_BxC), windows_BxC)
+  return optax.softmax_cross_entropy_with_integer_labels(
+      logits_BxCxV.astype(jnp.float32), windows_BxC)
+
+
+def token_loss_fn(model, params) -> LossFn:
+  """The per-id loss of a model: windows int32 [B, C] -> float32 numpy [B, C]."""
+  return lambda windows_BxC: np.asarray(_token_losses(model, params, jnp.asarray(windows_BxC)))
+
+
+def rows_per_pass(model, context: int, budget_mib: float = DEFAULT_ATTENTION_BUDGET_MIB) -> int:
+  """Windows per forward pass: one layer's rows x H x (C+1)^2 float32 logits within the budget.
+
+  Also at most MAX_IDS_PER_PASS ids in all (the feed-forward activations).
+
+  Returns:
+    At least 1 (a single window larger than the budget still runs, alone).
+  """
+  per_row = model.num_heads * (context + 1) ** 2 * 4
+  return max(1, min(int(budget_mib * 2**20 // per_row), MAX_IDS_PER_PASS // context))
+
+
+def check_context(model, context: int) -> str | None:
+  """None if the model can encode a window of `context` ids, else why not (the scheme's message)."""
+  try:
+    model.check_lengths(1, context)  # the PAD prompt slot, then the window
+  except ValueError as e:
+    return str(e)
+  return None
+
+
+# ----------------------------------------------------------------- scoring
+
+@dataclasses.dataclass
+class WindowScores:
+  """Sums over scored ids: total loss and count, and per position within the window."""
+  loss_sum: float
+  count: int
+  position_loss_sum_C: np.ndarray
+  position_count_C: np.ndarray
+
+
+def score_windows(loss_fn: LossFn, windows_WxC: np.ndarray, first_scored_W: np.ndarray,
+                  rows: int) -> WindowScores:
+  """Scores windows `rows` at a time (the last chunk padded with copies, weight 0).
+
+  Args:
+    loss_fn: windows [B, C] -> loss per id [B, C].
+    windows_WxC: the windows.
+    first_scored_W: position from which each window's ids count.
+    rows: windows per call of `loss_fn` (a fixed shape: one compilation per C).
+
+  Returns:
+    The sums (`WindowScores`).
+  """
+  W, C = windows_WxC.shape
+  loss_sum, count = 0.0, 0
+  pos_sum_C, pos_count_C = np.zeros(C, np.float64), np.zeros(C, np.int64)
+  for start in range(0, W, rows):
+    chunk = windows_WxC[start:start + rows]
+    real = len(chunk)
+    chunk = np.concatenate([chunk, np.repeat(chunk[-1:], rows - real, 0)]) if real < rows else chunk
+    loss_BxC = np.asarray(loss_fn(chunk), np.float64)[:real]
+    scored_BxC = np.arange(C)[None, :] >= first_scored_W[start:start + real, None]
+    loss_sum += float((loss_BxC * scored_BxC).sum())
+    count += int(scored_BxC.sum())
+    pos_sum_C += (loss_BxC * scored_BxC).sum(0)
+    pos_count_C += scored_BxC.sum(0)
+  return WindowScores(loss_sum, count, pos_sum_C, pos_count_C)
+
+
+def context_record(loss_fn: LossFn, ids: np.ndarray, context: int, span: int, *,
+                   rows: int, stride: int = 0) -> Record:
+  """Loss, bits per byte and perplexity of one eval context over ids[0:span].
+
+  Args:
+    loss_fn: windows [B, C] -> loss per id [B, C].
+    ids: the split's ids.
+    context: C.
+    span: N, the shared span (a multiple of C).
+    rows: windows per call.
+    stride: 0: non-overlapping windows; S > 0: sliding windows scoring their last S.
+
+  Returns:
+    {"context", "mode", "stride", "eval_bytes", "num_windows", "loss" (nats per
+    byte), "bits_per_byte", "perplexity", "position_loss" (list of C means, or
+    None for sliding windows)}.
+  """
+  if stride:
+    windows, first = sliding_windows(ids, context, stride, span)
+  else:
+    windows = nonoverlapping_windows(ids, context, span)
+    first = np.zeros(len(windows), np.int32)
+  scores = score_windows(loss_fn, windows, first, min(rows, len(windows)))
+  if scores.count != span:  # each id of the span exactly once, by construction
+    raise AssertionError(f"scored {scores.count} ids of a span of {span}")
+  loss = scores.loss_sum / scores.count
+  position = None if stride else (scores.position_loss_sum_C / scores.position_count_C).tolist()
+  return {"context": int(context), "mode": "sliding" if stride else "nonoverlapping",
+          "stride": int(stride), "eval_bytes": int(span), "num_windows": int(len(windows)),
+          "loss": float(loss), "bits_per_byte": bits_per_byte(loss),
+          "perplexity": float(math.exp(loss)), "position_loss": position}
+
+
+def not_representable(context: int, span: int, reason: str, *, stride: int = 0) -> Record:
+  """The record of a context the scheme cannot encode: NaN metrics, `error` the reason."""
+  nan = float("nan")
+  return {"context": int(context), "mode": "sliding" if stride else "nonoverlapping",
+          "stride": int(stride), "eval_bytes": int(span), "num_windows": 0, "loss": nan,
+          "bits_per_byte": nan, "perplexity": nan, "position_loss": None, "error": reason}
+
+
+def evaluate_contexts(model, params, dataset: lm.LMDataset, *, split: str = "test",
+                      contexts: Sequence[int] | None = None, num_bytes: int | None = None,
+                      budget_mib: float = DEFAULT_ATTENTION_BUDGET_MIB,
+                      loss_fn: LossFn | None = None) -> list[Record]:
+  """Every eval context's records on the same span of `split` (non-overlapping, then sliding).
+
+  Args:
+    model: the model (decoder-only).
+    params: one replica's parameters.
+    dataset: the LM data.
+    split: "test" (or "validation").
+    contexts: the contexts (default: `dataset.eval_contexts`).
+    num_bytes: N before rounding (default: the dataset's eval_bytes).
+    budget_mib: the attention budget of one forward pass (`rows_per_pass`).
+    loss_fn: the per-id loss (default: the model's; tests pass a stub).
+
+  Returns:
+    One record per context (and one more per context with sliding windows when
+    `dataset.sliding_stride`), each with `error` None or the reason it is n/a.
+  """
+  contexts = sorted(contexts or dataset.eval_contexts)
+  ids = dataset.split(split)
+  span = lm.eval_span(len(ids), num_bytes or dataset.eval_bytes, contexts[-1])
+  loss_fn = loss_fn or token_loss_fn(model, params)
+  records = []
+  for stride in [0] + ([dataset.sliding_stride] if dataset.sliding_stride else []):
+    for context in contexts:
+      reason = check_context(model, context)
+      if reason is not None:
+        records.append(not_representable(context, span, reason, stride=stride))
+        continue
+      if stride and stride > context:
+        continue
+      record = context_record(loss_fn, ids, context, span,
+                              rows=rows_per_pass(model, context, budget_mib), stride=stride)
+      records.append({**record, "error": None})
+  return records
+
+
+def validation_loss(model, params, dataset: lm.LMDataset,
+                    budget_mib: float = DEFAULT_ATTENTION_BUDGET_MIB) -> float:
+  """Mean loss per byte (nats) on the validation span at the training context L."""
+  L = dataset.train_length
+  ids = dataset.split("validation")
+  span = lm.eval_span(len(ids), dataset.valid_bytes, L)
+  record = context_record(token_loss_fn(model, params), ids, L, span,
+                          rows=rows_per_pass(model, L, budget_mib))
+  return record["loss"]
+
+
+def validation_scalars(model, params, dataset) -> dict[str, float]:
+  """The periodic eval of a training run: validation loss and bits per byte at context L.
+
+  A passkey run reports its accuracy at L (`passkey_validation_accuracy`).
+  """
+  if isinstance(dataset, passkey_lib.PasskeyDataset):
+    return {"valid_passkey_accuracy": passkey_validation_accuracy(model, params, dataset)}
+  loss = validation_loss(model, params, dataset)
+  return {"valid_loss": loss, "valid_bits_per_byte": bits_per_byte(loss)}
+
+
+# ---------------------------------------------------------------- passkey
+
+def passkey_correct(model, params, batch: dict[str, np.ndarray], rows: int) -> np.ndarray:
+  """Greedy-decodes each prompt's 5 digits, `rows` prompts at a time; bool [B]: all 5 right."""
+  out = []
+  for start in range(0, len(batch["inputs"]), rows):
+    chunk = {k: v[start:start + rows] for k, v in batch.items()}
+    tokens_BxT, _ = evaluate.decode_batch(model, params, chunk)
+    digits = passkey_lib.KEY_DIGITS
+    out.append((tokens_BxT[:, :digits] == chunk["targets"][:, :digits]).all(axis=1))
+  return np.concatenate(out)
+
+
+def passkey_context_reason(model, context: int) -> str | None:
+  """None if the model can encode a passkey example of `context` bytes, else why not."""
+  try:
+    model.check_lengths(context - passkey_lib.KEY_DIGITS, passkey_lib.KEY_DIGITS + 1)
+  except ValueError as e:
+    return str(e)
+  return None
+
+
+def evaluate_passkey(model, params, dataset: passkey_lib.PasskeyDataset, *,
+                     budget_mib: float = DEFAULT_ATTENTION_BUDGET_MIB,
+                     seed: int = passkey_lib.EVAL_SEED) -> list[Record]:
+  """Passkey accuracy at every (eval context, depth).
+
+  Returns:
+    One record per (context, depth): {"context", "depth", "accuracy" (share of
+    examples whose 5 generated digits are the key; NaN if n/a), "num_examples", "error"}.
+  """
+  records = []
+  for context in dataset.eval_contexts:
+    reason = passkey_context_reason(model, context)
+    for depth in dataset.depths:
+      if reason is not None:
+        records.append({"context": context, "depth": depth, "accuracy": float("nan"),
+                        "num_examples": 0, "error": reason})
+        continue
+      batch = dataset.eval_batch(context, depth, seed=seed)
+      correct = passkey_correct(model, params, batch, rows_per_pass(model, context + 2,
+                                                                    budget_mib))
+      records.append({"context": context, "depth": depth, "accuracy": float(correct.mean()),
+                      "num_examples": int(len(correct)), "error": None})
+  return records
+
+
+def passkey_validation_accuracy(model, params, dataset: passkey_lib.PasskeyDataset) -> float:
+  """Mean passkey accuracy at context L over the depths, on examples the eval sets do not use."""
+  correct = [passkey_correct(model, params,
+                             dataset.eval_batch(dataset.train_length, depth,
+                                                seed=passkey_lib.EVAL_SEED + 1),
+                             rows_per_pass(model, dataset.train_length + 2)).mean()
+             for depth in dataset.depths]
+  return float(np.mean(correct))
+
+
+# --------------------------------------------------------------- whole runs
+
+@dataclasses.dataclass
+class LMEvalOptions:
+  """What every run of one LM evaluation shares.
+
+  Attributes:
+    checkpoint: "best" (lowest validation loss at L) or "last"; None: "best".
+    num_bytes: N (default: each run's data.eval_bytes).
+    sliding_stride: S (None: each run's data.sliding_stride; 0: off).
+    overrides: `key=value` config changes at evaluation only (an eval variant).
+    variant: the label of the overrides in run names (default: the overrides).
+    budget_mib: attention budget per forward pass.
+  """
+  checkpoint: str | None = None
+  num_bytes: int | None = None
+  sliding_stride: int | None = None
+  overrides: Sequence[str] = ()
+  variant: str | None = None
+  budget_mib: float = DEFAULT_ATTENTION_BUDGET_MIB
+
+  def __post_init__(self):
+    if self.checkpoint is not None and self.checkpoint not in CHECKPOINT_RULES:
+      raise ValueError(f"checkpoint must be one of {CHECKPOINT_RULES}, got {self.checkpoint!r}")
+    if self.num_bytes is not None and self.num_bytes < 1:
+      raise ValueError(f"num_bytes must be >= 1, got {self.num_bytes}")
+    self.overrides = tuple(self.overrides)
+    evaluate.parse_overrides(self.overrides)
+
+
+def _validation_score(model, params, dataset, budget_mib: float) -> float:
+  """Lower is better: the validation loss (LM), or 1 - the validation passkey accuracy."""
+  if isinstance(dataset, passkey_lib.PasskeyDataset):
+    return 1.0 - passkey_validation_accuracy(model, params, dataset)
+  return validation_loss(model, params, dataset, budget_mib)
+
+
+def choose_checkpoint(workdir: str, config: ml_collections.ConfigDict, model,
+                      dataset: lm.LMDataset, rule: str,
+                      budget_mib: float) -> list[tuple[int, Any, float, int]]:
+  """Per replica: (step, params, validation score there, best step by it) (`_validation_score`).
+
+  Raises:
+    FileNotFoundError: no checkpoint.
+  """
+  steps = workdir_lib.checkpoint_steps(workdir)
+  if not steps:
+    raise FileNotFoundError(f"no checkpoint in {workdir_lib.checkpoint_dir(workdir)}; "
+                            "train first")
+  if rule == "last":
+    steps = steps[-1:]
+  scored: list[list[tuple[int, Any, float]]] = [[] for _ in range(config.num_seeds)]
+  for step in steps:
+    try:
+      _, params_N = workdir_lib.load_params(workdir, config, model, step=step)
+    except workdir_lib.UnreadableCheckpoints as e:
+      logging.warning("skipping an unreadable checkpoint: %s", e)
+      continue
+    for replica in range(config.num_seeds):
+      params = jax.tree_util.tree_map(lambda x, i=replica: x[i], params_N)
+      scored[replica].append((step, params, _validation_score(model, params, dataset,
+                                                              budget_mib)))
+  if not scored[0]:
+    raise workdir_lib.UnreadableCheckpoints(f"no checkpoint of {workdir} can be read")
+  out = []
+  for replica_scores in scored:
+    best = min(replica_scores, key=lambda s: (s[2], -s[0]))
+    pick = best if rule == "best" else replica_scores[-1]
+    out.append((pick[0], pick[1], pick[2], best[0]))
+  return out
+
+
+def evaluate_workdir(workdir: str, out_dir: str | None = None, *, run: str | None = None,
+                     **options: Any) -> list[Record]:
+  """Evaluates every replica of an LM run at every eval context; writes its report.
+
+  The report (`lm_report.REPORT_FILES`: records, markdown and CSV tables, bits per
+  byte against context, loss by position) goes to `out_dir` (default: the run's
+  `workdir/eval/`, or its variant's subfolder).
+
+  Args:
+    workdir: a training workdir of an `lm:` run.
+    out_dir: where the report goes.
+    run: the run's name (default: the workdir's basename).
+    **options: `LMEvalOptions` fields.
+
+  Returns:
+    One record per (replica, context[, sliding]): `evaluate_contexts`' keys plus
+    run, scheme, task, seed, replica, step, checkpoint_rule, valid_loss,
+    valid_bits_per_byte, best_valid_step, train_length, multiple, manifest,
+    overrides, provenance.
+
+  Raises:
+    FileNotFoundError: no config.json or no checkpoint.
+    ValueError: not an LM run; the corpus differs from the run's manifest; bad options.
+  """
+  opts = LMEvalOptions(**options)
+  config = workdir_lib.load_config(workdir)
+  if not is_lm_config(config):
+    raise ValueError(f"{workdir} is not a language-model run (data.task "
+                     f"{config.data.task!r}); evaluate it with evaluate.evaluate_workdir")
+  name = run or os.path.basename(os.path.normpath(workdir))
+  variant = ""
+  if opts.overrides:
+    config = evaluate.apply_overrides(config, opts.overrides)
+    variant = f"@{opts.variant or ','.join(opts.overrides)}"
+  data = dict(config.data)
+  if opts.sliding_stride is not None:
+    data["sliding_stride"] = opts.sliding_stride
+  dataset = pipeline.make_dataset(seed=config.seed, **data)  # checks the manifest
+  saved = workdir_lib.vocab_path(workdir)
+  if os.path.exists(saved) and vocab_lib.Vocab.load(saved) != dataset.vocab:
+    raise ValueError(f"{saved} is not the byte vocabulary this code builds")
+  model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
+  rule = opts.checkpoint or "best"
+  start = time.perf_counter()
+  chosen = choose_checkpoint(workdir, config, model, dataset, rule, opts.budget_mib)
+  base = {"run": name + variant, "scheme": config.model.position.name,
+          "task": config.data.task, "train_length": dataset.train_length,
+          "checkpoint_rule": rule, "overrides": list(opts.overrides),
+          "manifest": lm.plain_json(dataset.manifest),
+          "provenance": provenance.provenance()}
+  records = []
+  is_passkey = isinstance(dataset, passkey_lib.PasskeyDataset)
+  for replica, (step, params, valid, best_step) in enumerate(chosen):
+    seed = config.seed + replica
+    replica_base = {**base, "seed": seed, "replica": replica, "step": step,
+                    "best_valid_step": best_step}
+    if is_passkey:
+      replica_base["valid_passkey_accuracy"] = 1.0 - valid
+      results = evaluate_passkey(model, params, dataset, budget_mib=opts.budget_mib)
+    else:
+      replica_base.update(valid_loss=valid, valid_bits_per_byte=bits_per_byte(valid))
+      results = evaluate_contexts(model, params, dataset, num_bytes=opts.num_bytes,
+                                  budget_mib=opts.budget_mib)
+    for record in results:
+      records.append({**replica_base, "multiple": record["context"] / dataset.train_length,
+                      **record})
+      value = (f"accuracy {record['accuracy']:.3f} at depth {record['depth']}" if is_passkey
+               else f"{record.get('bits_per_byte', float('nan')):.4f} bits/byte")
+      logging.info("run %s seed %d context %d: %s", name + variant, seed, record["context"],
+                   "n/a" if record["error"] else value)
+  logging.info("evaluated %s in %s", name + variant,
+               evaluate.format_seconds(time.perf_counter() - start))
+  out = out_dir or workdir_lib.eval_dir(workdir, variant)
+  if is_passkey:
+    lm_report.write_passkey_report(records, out)
+  else:
+    lm_report.write_report(records, out)
+  return records
+
+
+def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
+                  names: Sequence[str] | None = None, on_run=None,
+                  **options: Any) -> list[Record]:
+  """`evaluate_workdir` of each run (own report in its eval folder), then their comparison.
+
+  Args:
+    workdirs: training workdirs of LM runs.
+    out_dir: where the comparison report goes (None, or one run's own eval folder:
+      only each run's own report).
+    names: run names (default: `evaluate.run_names`).
+    on_run: called as `on_run(name, workdir, records, seconds)` after each run.
+    **options: `LMEvalOptions` fields; also the options `evaluate.evaluate_runs`
+      takes, mapped where they mean something here (`num_examples`: num_bytes) and
+      refused where they do not (oracle_length, random_positions, dump_predictions).
+
+  Returns:
+    Every run's records.
+  """
+  options = _lm_options(options)
+  names = list(names) if names is not None else evaluate.run_names(workdirs)
+  records = []
+  own = set()
+  for workdir, name in zip(workdirs, names):
+    start = time.perf_counter()
+    run_records = evaluate_workdir(workdir, run=name, **options)
+    records += run_records
+    own.add(os.path.abspath(workdir_lib.eval_dir(workdir)))
+    if on_run is not None:
+      on_run(run_records[0]["run"] if run_records else name, workdir, run_records,
+             time.perf_counter() - start)
+  if out_dir is not None and {os.path.abspath(out_dir)} != own:
+    passkey_records = [r for r in records if "accuracy" in r]
+    if passkey_records:
+      lm_report.write_passkey_report(passkey_records, out_dir)
+    if len(passkey_records) < len(records):
+      lm_report.write_report([r for r in records if "accuracy" not in r], out_dir)
+  return records
+
+
+def _lm_options(options: dict[str, Any]) -> dict[str, Any]:
+  """`evaluate.EvalOptions`-style keywords -> `LMEvalOptions` fields (ValueError if meaningless)."""
+  options = dict(options)
+  for key in ("oracle_length", "random_positions", "dump_predictions"):
+    if options.pop(key, False):
+      raise ValueError(f"{key} does not apply to a language-model run")
+  num_examples = options.pop("num_examples", None)
+  if num_examples is not None:
+    options["num_bytes"] = num_examples
+  for key in ("lengths", "batch_size", "eval_seed"):  # contexts and batches come from the run
+    if options.pop(key, None) not in (None, 0):
+      logging.warning("%s is ignored for language-model runs", key)
+  return options
+
+
+def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results_dir: str, *,
+                          variants: dict[str, dict[str, Sequence[str]]] | None = None,
+                          allow_dirty: bool = False, **options: Any) -> list[Record]:
+  """Evaluates LM runs (and their eval-time variants) and stores them in a results/ table.
+
+  Each run's records (and each variant's, as `<run>@<label>`, its run info saying
+  `variant_of`) go through `results.write_run`, as the seq2seq tables' do; the
+  table's report is then `lm_report`'s over every run stored so far
+  (`results.read_table`), written into `results_dir`.
+
+  Args:
+    workdirs: trained LM workdirs.
+    names: their run names.
+    results_dir: the table folder (`results/<table>`).
+    variants: run name -> {label: `key=value` overrides} (`sweep.eval_variants`).
+    allow_dirty: store records from a tree with uncommitted changes (refused by
+      default, checked before each run: `provenance.check_clean_tree`).
+    **options: `LMEvalOptions` fields (without overrides: every variant is evaluated;
+      with them: only that evaluation).
+
+  Returns:
+    The records evaluated now.
+  """
+  records = []
+  for workdir, name in zip(workdirs, names):
+    provenance.check_clean_tree(allow_dirty)
+    plan = [dict(options)]
+    if not options.get("overrides"):
+      plan += [{**options, "overrides": list(overrides), "variant": label}
+               for label, overrides in (variants or {}).get(name, {}).items()]
+    for run_options in plan:
+      start = time.perf_counter()
+      run_records = evaluate_workdir(workdir, run=name, **run_options)
+      record_name = run_records[0]["run"]
+      results.write_run(results_dir, record_name, run_records, workdir=workdir,
+                        eval_seconds=time.perf_counter() - start,
+                        info={"variant_of": name} if record_name != name else {})
+      records += run_records
+  stored = [{k: float("nan") if v is None and k in _NULLABLE else v for k, v in r.items()}
+            for r in results.read_table(results_dir)]
+  passkey = [r for r in stored if "accuracy" in r]
+  if passkey:
+    lm_report.write_passkey_report(passkey, results_dir)
+  if len(passkey) < len(stored):
+    lm_report.write_report([r for r in stored if "accuracy" not in r], results_dir)
+  return records
+
+
+_NULLABLE = ("loss", "bits_per_byte", "perplexity", "accuracy")  # NaN, stored as null

@@ -1,0 +1,284 @@
+"""Language-model records -> the bits-per-byte table, its CSV, and two figures.
+
+`write_report(records, out_dir)` writes `REPORT_FILES`: the records (JSON lines,
+NaN as null, as `report.write_records`), a markdown table of bits per byte by
+eval context (one row per run, one column per multiple of L; mean over seeds
+± the half-width of a 95% t-interval when there are 2 or more seeds; "n/a" where
+the scheme cannot encode the context), the same as CSV, bits per byte against
+context (log-2 axis, one line per run) and the loss by position within the
+longest window (one line per run, seeds averaged).
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import math
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from relpos_jax import plots
+from relpos_jax import report
+
+Record = dict[str, Any]
+PASSKEY_FILES = {"records": "passkey.jsonl", "tables": "passkey.md", "csv": "passkey.csv",
+                 "plot": "passkey_heatmap.png"}
+REPORT_FILES = {"records": "lm_context.jsonl", "tables": "lm_context.md",
+                "csv": "lm_context.csv", "plot": "bpb_vs_context.png",
+                "position_plot": "loss_vs_position.png"}
+NA = "n/a"
+
+
+def is_lm_records(records: Sequence[Record]) -> bool:
+  """Whether records are language-model records (bits per byte or passkey accuracy by context)."""
+  return bool(records) and all(("bits_per_byte" in r or "accuracy" in r) and "context" in r
+                               for r in records)
+
+
+def any_markdown(records: Sequence[Record]) -> str:
+  """The bits-per-byte tables of LM records and the passkey table of passkey records."""
+  passkey = [r for r in records if "accuracy" in r]
+  lm_records = [r for r in records if "accuracy" not in r]
+  return ((markdown(lm_records) if lm_records else "")
+          + (passkey_markdown(passkey) if passkey else ""))
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float]:
+  """(mean, half-width of the 95% Student-t interval), NaN half-width for one value.
+
+  half-width = t_{0.975, n-1} * s / sqrt(n), s the sample standard deviation (ddof=1).
+  """
+  from scipy import stats  # pylint: disable=g-import-not-at-top (only when reporting)
+  x = np.asarray(values, np.float64)
+  if len(x) < 2:
+    return float(x.mean()) if len(x) else float("nan"), float("nan")
+  return float(x.mean()), float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+
+
+def _groups(records: Sequence[Record]) -> dict[tuple[str, str, int], list[Record]]:
+  """(run, mode, context) -> its records (one per seed), in first-seen order."""
+  out: dict[tuple[str, str, int], list[Record]] = collections.OrderedDict()
+  for r in records:
+    out.setdefault((r["run"], r["mode"], int(r["context"])), []).append(r)
+  return out
+
+
+def summary_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
+  """One row per (run, mode, context): seeds, mean bits per byte, its 95% half-width, error."""
+  rows = []
+  for (run, mode, context), group in _groups(records).items():
+    errors = [r.get("error") for r in group if r.get("error")]
+    good = [r["bits_per_byte"] for r in group if not r.get("error")]
+    mean, half = mean_ci(good) if good else (float("nan"), float("nan"))
+    rows.append({"run": run, "scheme": group[0].get("scheme"), "mode": mode,
+                 "context": context, "multiple": context / group[0]["train_length"],
+                 "num_seeds": len(good), "bits_per_byte": mean, "ci95": half,
+                 "perplexity": float(np.mean([r["perplexity"] for r in group
+                                              if not r.get("error")])) if good else float("nan"),
+                 "error": errors[0] if errors else None})
+  return rows
+
+
+def _cell(row: dict[str, Any]) -> str:
+  """'1.234 ± 0.010', '1.234' (one seed) or 'n/a'."""
+  if row["error"] and not row["num_seeds"]:
+    return NA
+  if math.isnan(row["ci95"]):
+    return f"{row['bits_per_byte']:.3f}"
+  return f"{row['bits_per_byte']:.3f} ± {row['ci95']:.3f}"
+
+
+def markdown(records: Sequence[Record]) -> str:
+  """The bits-per-byte tables (one per mode): rows = runs, columns = eval context / L."""
+  rows = summary_rows(records)
+  out = []
+  for mode in dict.fromkeys(r["mode"] for r in rows):
+    mine = [r for r in rows if r["mode"] == mode]
+    multiples = sorted({r["multiple"] for r in mine})
+    runs = list(dict.fromkeys(r["run"] for r in mine))
+    stride = next((r.get("stride") for r in records if r["mode"] == mode), 0)
+    title = "non-overlapping windows" if mode == "nonoverlapping" else \
+        f"sliding windows (each scores its last {stride} bytes)"
+    span = next(r["eval_bytes"] for r in records if r["mode"] == mode)
+    out.append(f"### Bits per byte by eval context, {title}\n\n"
+               f"Same {span:,} test bytes at every context; mean over seeds ± 95% interval "
+               "half-width; n/a: the scheme cannot encode that context.\n")
+    out.append("| run | " + " | ".join(f"{m:g}×L" for m in multiples) + " |")
+    out.append("|---|" + "---|" * len(multiples))
+    by_key = {(r["run"], r["multiple"]): r for r in mine}
+    for run in runs:
+      cells = [_cell(by_key[(run, m)]) if (run, m) in by_key else "—" for m in multiples]
+      out.append(f"| {run} | " + " | ".join(cells) + " |")
+    out.append("")
+  return "\n".join(out) + "\n"
+
+
+def write_csv(records: Sequence[Record], path: str) -> None:
+  """`summary_rows` as CSV."""
+  rows = summary_rows(records)
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["run"])
+    writer.writeheader()
+    writer.writerows(rows)
+
+
+def bpb_vs_context(records: Sequence[Record], path: str) -> str:
+  """Bits per byte against eval context (log-2 axis), one line per run (non-overlapping)."""
+  fig = plots._figure(6.4, 4.2)  # pylint: disable=protected-access (the project's canvas)
+  ax = fig.subplots()
+  rows = [r for r in summary_rows(records) if r["mode"] == "nonoverlapping"]
+  for run in dict.fromkeys(r["run"] for r in rows):
+    mine = [r for r in rows if r["run"] == run and r["num_seeds"]]
+    if not mine:
+      continue
+    x = [r["context"] for r in mine]
+    y = np.array([r["bits_per_byte"] for r in mine])
+    ax.plot(x, y, marker="o", label=run)
+    half = np.array([r["ci95"] for r in mine])
+    if np.isfinite(half).any():
+      ax.fill_between(x, y - np.nan_to_num(half), y + np.nan_to_num(half), alpha=0.15)
+  train = {r["train_length"] for r in records}
+  for length in train:
+    ax.axvline(length, color="gray", linestyle=":", linewidth=1)
+  ax.set_xscale("log", base=2)
+  ax.set_xlabel("eval context (bytes; dotted: training context)")
+  ax.set_ylabel("bits per byte (test)")
+  ax.set_title("Bits per byte against eval context", loc="left")
+  ax.legend(fontsize=7)
+  return plots._save(fig, path)  # pylint: disable=protected-access
+
+
+def loss_vs_position(records: Sequence[Record], path: str) -> str:
+  """Mean loss (bits) at each position of the longest non-overlapping window, one line per run."""
+  fig = plots._figure(6.4, 4.2)  # pylint: disable=protected-access
+  ax = fig.subplots()
+  usable = [r for r in records if r["mode"] == "nonoverlapping" and r.get("position_loss")]
+  longest = max((int(r["context"]) for r in usable), default=0)
+  for run in dict.fromkeys(r["run"] for r in usable):
+    mine = [r for r in usable if r["run"] == run and int(r["context"]) == longest]
+    if not mine:
+      continue
+    curve = np.mean([r["position_loss"] for r in mine], axis=0) / math.log(2.0)
+    ax.plot(np.arange(len(curve)), _smooth(curve), label=run, linewidth=1)
+  for length in {r["train_length"] for r in records}:
+    ax.axvline(length, color="gray", linestyle=":", linewidth=1)
+  ax.set_xlabel(f"position within a window of {longest} bytes (dotted: training context)")
+  ax.set_ylabel("loss (bits), moving mean of 16")
+  ax.set_title("Loss by position in the window", loc="left")
+  if usable:
+    ax.legend(fontsize=7)
+  return plots._save(fig, path)  # pylint: disable=protected-access
+
+
+def _smooth(curve: np.ndarray, width: int = 16) -> np.ndarray:
+  """Moving mean over up to `width` positions (shorter at the start)."""
+  cumulative = np.concatenate([[0.0], np.cumsum(curve)])
+  idx = np.arange(1, len(curve) + 1)
+  lo = np.maximum(0, idx - width)
+  return (cumulative[idx] - cumulative[lo]) / (idx - lo)
+
+
+def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
+  """Writes `REPORT_FILES` to `out_dir` (created); returns key -> path."""
+  os.makedirs(out_dir, exist_ok=True)
+  paths = {k: os.path.join(out_dir, v) for k, v in REPORT_FILES.items()}
+  report.write_records(records, paths["records"])
+  with open(paths["tables"], "w") as f:
+    f.write(markdown(records))
+  write_csv(records, paths["csv"])
+  bpb_vs_context(records, paths["plot"])
+  loss_vs_position(records, paths["position_plot"])
+  return paths
+
+
+# -------------------------------------------------------------------- passkey
+
+def passkey_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
+  """One row per (run, context, depth): seeds, mean accuracy, 95% half-width, error."""
+  groups: dict[tuple[str, int, float], list[Record]] = collections.OrderedDict()
+  for r in records:
+    groups.setdefault((r["run"], int(r["context"]), float(r["depth"])), []).append(r)
+  rows = []
+  for (run, context, depth), group in groups.items():
+    good = [r["accuracy"] for r in group if not r.get("error")]
+    mean, half = mean_ci(good) if good else (float("nan"), float("nan"))
+    errors = [r["error"] for r in group if r.get("error")]
+    rows.append({"run": run, "context": context, "multiple": context / group[0]["train_length"],
+                 "depth": depth, "num_seeds": len(good), "accuracy": mean, "ci95": half,
+                 "error": errors[0] if errors else None})
+  return rows
+
+
+def passkey_markdown(records: Sequence[Record]) -> str:
+  """Passkey accuracy: one table per run, rows = eval context, columns = depth."""
+  rows = passkey_rows(records)
+  out = []
+  for run in dict.fromkeys(r["run"] for r in rows):
+    mine = [r for r in rows if r["run"] == run]
+    depths = sorted({r["depth"] for r in mine})
+    out.append(f"### Passkey accuracy, {run} (mean over seeds; n/a: context not encodable)\n")
+    out.append("| context | " + " | ".join(f"depth {d:g}" for d in depths) + " |")
+    out.append("|---|" + "---|" * len(depths))
+    for context in sorted({r["context"] for r in mine}):
+      cells = []
+      for d in depths:
+        row = next(r for r in mine if r["context"] == context and r["depth"] == d)
+        cells.append(NA if not row["num_seeds"] else f"{row['accuracy']:.2f}")
+      out.append(f"| {context} ({context / _train(records):g}×L) | "
+                 + " | ".join(cells) + " |")
+    out.append("")
+  return "\n".join(out) + "\n"
+
+
+def _train(records: Sequence[Record]) -> int:
+  """The training context of the records (the first one's)."""
+  return int(records[0]["train_length"])
+
+
+def passkey_heatmap(records: Sequence[Record], path: str) -> str:
+  """Accuracy by eval context (rows) x depth (columns), one panel per run; n/a cells hatched grey."""
+  rows = passkey_rows(records)
+  runs = list(dict.fromkeys(r["run"] for r in rows))
+  fig = plots._figure(3.2 * len(runs) + 0.8, 3.6)  # pylint: disable=protected-access
+  axes = np.atleast_1d(fig.subplots(1, len(runs), squeeze=False)[0])
+  image = None
+  for ax, run in zip(axes, runs):
+    mine = [r for r in rows if r["run"] == run]
+    contexts = sorted({r["context"] for r in mine})
+    depths = sorted({r["depth"] for r in mine})
+    grid = np.full((len(contexts), len(depths)), np.nan)
+    for r in mine:
+      grid[contexts.index(r["context"]), depths.index(r["depth"])] = r["accuracy"]
+    ax.set_facecolor("0.85")  # shows through NaN (n/a) cells
+    image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto", origin="lower")
+    for i in range(len(contexts)):
+      for j in range(len(depths)):
+        ax.text(j, i, NA if np.isnan(grid[i, j]) else f"{grid[i, j]:.2f}", ha="center",
+                va="center", fontsize=7, color="white" if grid[i, j] < 0.6 else "black")
+    ax.set_xticks(range(len(depths)), [f"{d:g}" for d in depths])
+    ax.set_yticks(range(len(contexts)), [str(c) for c in contexts])
+    ax.set_xlabel("key depth")
+    ax.set_ylabel("eval context (bytes)")
+    ax.set_title(run, loc="left", fontsize=9)
+  if image is not None:
+    fig.colorbar(image, ax=list(axes), label="passkey accuracy")
+  return plots._save(fig, path)  # pylint: disable=protected-access
+
+
+def write_passkey_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
+  """Writes `PASSKEY_FILES` (records, table, CSV, heatmap) to `out_dir`; returns key -> path."""
+  os.makedirs(out_dir, exist_ok=True)
+  paths = {k: os.path.join(out_dir, v) for k, v in PASSKEY_FILES.items()}
+  report.write_records(records, paths["records"])
+  with open(paths["tables"], "w") as f:
+    f.write(passkey_markdown(records))
+  rows = passkey_rows(records)
+  with open(paths["csv"], "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["run"])
+    writer.writeheader()
+    writer.writerows(rows)
+  passkey_heatmap(records, paths["plot"])
+  return paths
