@@ -103,21 +103,24 @@ def test_schemes_sweep_is_every_scheme_on_every_task():
       assert max(config.data.eval_lengths) == 4 * config.data.max_train_length
 
 
-def test_randomized_sweep_has_both_arms_per_scheme():
+def test_randomized_sweep_has_both_arms_per_scheme_at_one_budget():
   module = sweep.load_module(str(CONFIGS / "ablations/randomized.py"))
   runs = dict(sweep.expand(*sweep.load_sweep(str(CONFIGS / "ablations/randomized.py"))))
-  for scheme in positions.SCHEMES:
-    for task in ("copy", "reverse"):
+  assert len(runs) == 2 * 2 * len(positions.SCHEMES)
+  for task in module.TASKS:
+    for scheme in positions.SCHEMES:
       plain = runs[f"{scheme}+{task}"]
-      randomized = runs[f"{scheme}+randomized+{task}+num_steps=5000"]
+      randomized = runs[f"{scheme}+randomized+{task}"]
       assert not plain.randomized.enabled and randomized.randomized.enabled
       assert plain.data.task == randomized.data.task == task
-      assert (plain.num_steps, randomized.num_steps) == (2500, 5000)
-  learned = runs["learned+randomized+copy+num_steps=5000"]
+      assert plain.num_steps == randomized.num_steps == module.RANDOMIZED_STEPS  # equal budgets
+      assert plain.keep_checkpoints == randomized.keep_checkpoints == 11  # every checkpoint
+  learned = runs["learned+randomized+copy"]
   assert learned.model.position.max_len >= learned.randomized.max_random_position
-  # the randomized arm's budget follows the base config's (`steps`, `smoke`)
-  _, overrides = sweep.load_sweep(str(CONFIGS / "ablations/randomized.py") + ":smoke,steps=3")
-  assert {o.get("num_steps") for o in overrides} == {None, 6}
+  # `steps` and `smoke` set both arms' budget
+  for arg, steps in (("smoke,steps=3", 3), ("steps=700", 700)):
+    base, overrides = sweep.load_sweep(str(CONFIGS / "ablations/randomized.py") + ":" + arg)
+    assert base.num_steps == steps and {o.get("num_steps") for o in overrides} == {None}
 
 
 def test_shaw_clipping_and_t5_grids():

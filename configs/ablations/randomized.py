@@ -38,6 +38,7 @@ import ml_collections
 
 from configs import default as _DEFAULT
 
+from relpos_jax import config_args
 from relpos_jax import positions
 
 MAX_RANDOM_POSITION = 256  # > the longest padded eval sequence (128), as the trainer requires
@@ -46,7 +47,9 @@ RANDOMIZED_STEPS = 5000  # both arms: 2x the ablation size, where sinusoidal/lea
 
 def get_config(arg=None) -> ml_collections.ConfigDict:
   """configs/default.py at the ablation size, 3 seeds, 5,000 steps, randomized range set."""
-  config = _DEFAULT.get_config(f"num_seeds=3,ablation,steps={RANDOMIZED_STEPS},{arg or ''}")
+  args = config_args.parse(arg, _DEFAULT.ARGS)
+  steps = "" if args["steps"] or args["smoke"] else f"steps={RANDOMIZED_STEPS},"
+  config = _DEFAULT.get_config(f"num_seeds=3,ablation,{steps}{arg or ''}")
   config.randomized.enabled = False
   config.randomized.max_random_position = MAX_RANDOM_POSITION
   return config
