@@ -43,15 +43,17 @@ from absl import flags
 from absl import logging
 
 from relpos_jax import errors
-from relpos_jax import evaluate
 from relpos_jax import lm_eval
-from relpos_jax import lm_report
-from relpos_jax import report
 from relpos_jax import log_setup
-from relpos_jax import results
-from relpos_jax import sweep
-from relpos_jax import tables
 from relpos_jax import workdir as workdir_lib
+from relpos_jax.experiments import lm_report
+from relpos_jax.experiments import lm_runner
+from relpos_jax.experiments import report
+from relpos_jax.experiments import results
+from relpos_jax.experiments import runner
+from relpos_jax.experiments import sweep
+from relpos_jax.experiments import sweep_spec
+from relpos_jax.experiments import tables
 
 _WORKDIR = flags.DEFINE_multi_string("workdir", None, "A training workdir to evaluate "
                                      "(repeat the flag for several runs).")
@@ -70,7 +72,7 @@ _ORACLE_LENGTH = flags.DEFINE_bool(
     "before it, forced at it) and report oracle_exact_match / oracle_token_accuracy.")
 _EVAL_SEED = flags.DEFINE_integer("eval_seed", 0, "Seed of the random sample when an eval set "
                                   "is cut to --num_examples (recorded in every record).")
-_CHECKPOINT = flags.DEFINE_enum("checkpoint", None, list(evaluate.CHECKPOINT_RULES),
+_CHECKPOINT = flags.DEFINE_enum("checkpoint", None, list(runner.CHECKPOINT_RULES),
                                 "Which checkpoint of each replica: best (held-out validation "
                                 "exact match) or last (default: the config's eval_checkpoint, "
                                 "else best).")
@@ -84,7 +86,7 @@ _RANDOM_POSITIONS = flags.DEFINE_bool(
     "random_positions", False, "Decode at one random sorted sample of positions per batch from "
     "[0, randomized.max_random_position) instead of 0..L-1 (Ruoss et al. 2023's evaluation); "
     "the run is named <run>@random_positions.")
-_ALLOW_DIRTY = sweep.define_allow_dirty_flag()
+_ALLOW_DIRTY = sweep_spec.define_allow_dirty_flag()
 _RESULTS_DIR = flags.DEFINE_string("results_dir", None, "Also store each run's records in this "
                                    "table folder (results/<table>) and write its report.")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", None,
@@ -124,23 +126,23 @@ def main(argv):
     lm_options = dict(checkpoint=_CHECKPOINT.value, num_bytes=_NUM_EXAMPLES.value,
                       overrides=_OVERRIDE.value)
     if is_lm and not _RESULTS_DIR.value:
-      print(lm_report.any_markdown(lm_eval.evaluate_runs(workdirs, out, **lm_options)))
+      print(lm_report.any_markdown(lm_runner.evaluate_runs(workdirs, out, **lm_options)))
       return
     if _RESULTS_DIR.value:
-      names = evaluate.run_names(workdirs)
+      names = workdir_lib.run_names(workdirs)
       variants = {}
       if _SWEEP_DIR.value:  # the table lists the sweep's runs in order, trained or not
         meta = workdir_lib.read_json(os.path.join(_SWEEP_DIR.value, sweep.SWEEP_FILE))
-        if os.path.exists(sweep.split_config_spec(meta["config"])[0]):
+        if os.path.exists(sweep_spec.split_config_spec(meta["config"])[0]):
           variants = sweep.eval_variants(meta["config"],
-                                         sweep.expand(*sweep.load_sweep(meta["config"])))
+                                         sweep_spec.expand(*sweep_spec.load_sweep(meta["config"])))
         else:
           logging.warning("%s is gone: its runs' eval-time variants are not evaluated",
                           meta["config"])
         results.write_table_meta(_RESULTS_DIR.value, meta["config"],
                                  [r["name"] for r in meta["runs"]], variants)
       if is_lm:
-        print(lm_report.any_markdown(lm_eval.evaluate_into_results(
+        print(lm_report.any_markdown(lm_runner.evaluate_into_results(
             workdirs, names, _RESULTS_DIR.value, variants=variants,
             allow_dirty=_ALLOW_DIRTY.value, **lm_options)))
         return
@@ -149,7 +151,7 @@ def main(argv):
                                             **options)
       results.write_table_report(_RESULTS_DIR.value)
     else:
-      records = evaluate.evaluate_runs(workdirs, out, **options)
+      records = runner.evaluate_runs(workdirs, out, **options)
   print(tables.report(records))
   logging.info("wrote %s", ", ".join(os.path.join(out, f) for f in report.REPORT_FILES.values()))
 

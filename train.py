@@ -42,12 +42,13 @@ from ml_collections import config_flags
 
 from relpos_jax import distributed
 from relpos_jax import errors
-from relpos_jax import lm_report
 from relpos_jax import log_setup
 from relpos_jax import preemption
-from relpos_jax import sweep
-from relpos_jax import tables
 from relpos_jax import train_lib
+from relpos_jax.experiments import lm_report
+from relpos_jax.experiments import sweep
+from relpos_jax.experiments import sweep_spec
+from relpos_jax.experiments import tables
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment or sweep config file.",
                                           lock_config=True)
@@ -60,9 +61,9 @@ _RESULTS_DIR = flags.DEFINE_string(
 _REUSE = flags.DEFINE_bool(
     "reuse", True, "With --results_dir: copy a run that another table beside it (results/*) "
     "stored with an identical config instead of training it again.")
-_SPLIT_SEEDS = sweep.define_split_seeds_flag()
-_ALLOW_DIRTY = sweep.define_allow_dirty_flag()
-_SHARD = sweep.define_shard_flag()
+_SPLIT_SEEDS = sweep_spec.define_split_seeds_flag()
+_ALLOW_DIRTY = sweep_spec.define_allow_dirty_flag()
+_SHARD = sweep_spec.define_shard_flag()
 _MULTIHOST = distributed.define_flag()
 flags.mark_flags_as_required(["config", "workdir"])
 
@@ -75,7 +76,7 @@ def main(argv):
   with errors.user_errors():
     distributed.initialize(_MULTIHOST.value, sweep_shard=bool(_SHARD.value))
   with errors.user_errors(FileNotFoundError):
-    is_sweep = sweep.is_sweep_config(config_file)
+    is_sweep = sweep_spec.is_sweep_config(config_file)
   with preemption.handling_signals():  # a signal between a sweep's runs stops it too
     _train(config_file, is_sweep)
 

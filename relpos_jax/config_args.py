@@ -1,14 +1,21 @@
-"""The `arg` of a config file's `get_config(arg)`: `key=value,key=value,flag`.
+"""Config arguments and overrides: `get_config(arg)`'s `arg`, and dotted-key overrides.
 
 `python train.py --config configs/default.py:scheme=shaw,task=reverse,smoke` passes
 `"scheme=shaw,task=reverse,smoke"`; a bare word is a flag set to True.
+`apply_overrides` is the one way a config is changed by key: a sweep's runs
+(`{"a.b": value}`), the command line inside a sweep, and eval-time overrides
+(`["a.b=value"]`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import ast
+import copy
+from typing import Any, Mapping, Sequence
 
 import ml_collections
+
+_MAPPINGS = (Mapping, ml_collections.ConfigDict)  # a ConfigDict is not a `Mapping`
 
 
 def parse(arg: str | None, allowed: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,3 +73,70 @@ def parent_of(config: ml_collections.ConfigDict, key: str,
     if i < len(parents):
       node = node[part]
   return node, leaf
+
+
+def plain(value: Mapping[str, Any] | ml_collections.ConfigDict) -> dict[str, Any]:
+  """A deep, plain-dict copy of a mapping or ConfigDict."""
+  if isinstance(value, ml_collections.ConfigDict):
+    return value.to_dict()
+  return {k: plain(v) if isinstance(v, _MAPPINGS) else copy.deepcopy(v)
+          for k, v in value.items()}
+
+
+def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
+  """`["a.b=1", "c=yarn"]` -> `{"a.b": 1, "c": "yarn"}`: Python literals, else strings.
+
+  Args:
+    overrides: `key=value` strings.
+
+  Returns:
+    The parsed mapping.
+
+  Raises:
+    ValueError: an item without `=` or without a key.
+  """
+  out = {}
+  for item in overrides:
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+      raise ValueError(f"override {item!r}: expected key=value, e.g. "
+                       "model.position.scaling.type=yarn")
+    try:
+      value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+      value = text
+    out[key.strip()] = value
+  return out
+
+
+def apply_overrides(config: ml_collections.ConfigDict,
+                    overrides: Mapping[str, Any] | Sequence[str], *,
+                    what: str = "override") -> ml_collections.ConfigDict:
+  """A copy of `config` with dotted-key overrides set (existing keys only).
+
+  Args:
+    config: the base config (not modified).
+    overrides: `{"a.b.c": value}`, or `["a.b.c=value"]` strings (`parse_overrides`);
+      a mapping value replaces the sub-config at that key whole, any other value
+      sets an existing key.
+    what: how errors name an override ("sweep override", "eval override").
+
+  Returns:
+    The new config.
+
+  Raises:
+    ValueError: a key the config does not have (a typo would otherwise run the
+      unchanged config under a new name).
+    TypeError: a value of the wrong type for its key.
+  """
+  if not isinstance(overrides, _MAPPINGS):
+    overrides = parse_overrides(overrides)
+  config = copy.deepcopy(config)
+  config.unlock()
+  for key, value in overrides.items():
+    node, leaf = parent_of(config, key, what)
+    if isinstance(value, _MAPPINGS):
+      node[leaf] = ml_collections.ConfigDict(plain(value))
+    else:
+      node[leaf] = copy.deepcopy(value)
+  return config

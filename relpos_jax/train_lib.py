@@ -48,16 +48,15 @@ from relpos_jax import evaluate
 from relpos_jax import lm_eval
 from relpos_jax import losses
 from relpos_jax import metric_writers
-from relpos_jax import optim
 from relpos_jax import model as model_lib
+from relpos_jax import optim
 from relpos_jax import preemption
+from relpos_jax import run_identity
 from relpos_jax import workdir as workdir_lib
 from relpos_jax import workdir_lock
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab as vocab_lib
 from relpos_jax.positions import randomized as randomized_lib
-
-RUN_IDENTITY_KEYS = workdir_lib.RUN_IDENTITY_KEYS  # config keys that must match to resume
 
 
 # ---------------------------------------------------------------- train state
@@ -164,14 +163,9 @@ def shard_batch(local: dict[str, np.ndarray], sharding, batch_size: int) -> dict
 def prepare_workdir(config: ml_collections.ConfigDict, workdir: str,
                     vocab: vocab_lib.Vocab) -> None:
   """Refuses a workdir that holds a different run; process 0 writes config.json and vocab.json."""
-  workdir_lib.check_identity(config, workdir)
+  run_identity.check_identity(config, workdir)
   if distributed.is_writer():
     workdir_lib.save_run_files(config, workdir, vocab)
-
-
-def checkpoint_manager(workdir: str, keep: int) -> ocp.CheckpointManager:
-  """The trainer's orbax manager for `workdir/checkpoints` (see `workdir.checkpoint_manager`)."""
-  return workdir_lib.checkpoint_manager(workdir, keep)
 
 
 def restore_or_keep(manager: ocp.CheckpointManager, state: Any, workdir: str | None = None) -> Any:
@@ -193,16 +187,6 @@ def restore_or_keep(manager: ocp.CheckpointManager, state: Any, workdir: str | N
     manager.reload()
   return restored
 
-
-def load_params(workdir: str, config: ml_collections.ConfigDict, model, step: int | None = None):
-  """The parameters `[N, ...]` (all replicas) of a run's checkpoint (newest readable by default).
-
-  Read-only. `workdir.load_params` also returns the step.
-  """
-  return workdir_lib.load_params(workdir, config, model, step)[1]
-
-
-# ----------------------------------------------------------------- validation
 
 def check_config(config: ml_collections.ConfigDict, model, dataset: pipeline.Dataset) -> None:
   """Fails fast, before any work, on configs that cannot run as asked."""
@@ -317,7 +301,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str,
   batch_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "data"))
 
   manager = stack.enter_context(contextlib.closing(
-      checkpoint_manager(workdir, config.keep_checkpoints)))
+      workdir_lib.checkpoint_manager(workdir, config.keep_checkpoints)))
   state = jax.device_put(init_replicas(model, tx, seeds), replicated)
   state = restore_or_keep(manager, state, workdir)
   start = int(state.step[0])

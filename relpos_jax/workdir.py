@@ -31,7 +31,7 @@ import os
 import re
 import shutil
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from absl import logging
 import flax
@@ -40,7 +40,6 @@ import jax.numpy as jnp
 import ml_collections
 import orbax.checkpoint as ocp
 
-from relpos_jax import architectures
 from relpos_jax import errors
 from relpos_jax import provenance as provenance_lib
 from relpos_jax.data import vocab as vocab_lib
@@ -54,8 +53,6 @@ METRICS_FILE = "metrics.jsonl"
 PENDING_FILE = "metrics_pending.json"  # a preempted run's train metrics not yet logged
 TENSORBOARD = "tensorboard"
 EVAL = "eval"
-# Config keys that must match to resume a workdir (they shape params or data).
-RUN_IDENTITY_KEYS = ("model", "data", "seed", "num_seeds", "randomized")
 
 
 class UnreadableCheckpoints(errors.UserError):
@@ -86,42 +83,6 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path} not found: {workdir} is not a training workdir")
   return ml_collections.ConfigDict(read_json(path))
-
-
-def identity_changes(saved: dict, config: ml_collections.ConfigDict) -> list[str]:
-  """The `RUN_IDENTITY_KEYS` on which a saved config.json and `config` differ.
-
-  A model key the saved config lacks (added to the code after the run was saved,
-  e.g. `model.dtype`) counts as its default, which computes what the run did.
-  """
-  new = config_json(config)
-  saved = with_model_defaults(saved)
-  return [k for k in RUN_IDENTITY_KEYS if saved.get(k) != new.get(k)]
-
-
-def with_model_defaults(saved: dict) -> dict:
-  """`saved` with each model key it lacks (but `position`) at its architecture's default."""
-  model = saved.get("model")
-  arch = model.get("arch", architectures.DEFAULT_ARCH) if isinstance(model, dict) else None
-  if arch not in architectures.ARCHS:
-    return saved
-  defaults = architectures.default_config(arch).to_dict()
-  del defaults["position"]
-  return {**saved, "model": {**defaults, **model}}
-
-
-def check_identity(config: ml_collections.ConfigDict, workdir: str) -> None:
-  """Refuses (ValueError) a workdir whose config.json is a different run; reads only."""
-  path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path):
-    return
-  old = read_json(path)
-  changed = identity_changes(old, config)
-  if changed:
-    raise ValueError(
-        f"workdir {workdir} holds a run with a different config in {changed} "
-        f"(saved: { {k: old.get(k) for k in changed} }); resuming would mix two runs. "
-        "Use a new --workdir, or delete that one.")
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -424,3 +385,9 @@ def load_params(workdir: str, config: ml_collections.ConfigDict, model,
     except Exception as e:  # pylint: disable=broad-except
       raise UnreadableCheckpoints(f"checkpoint {step} of {workdir} cannot be read: "
                                   f"{_short(e)}") from e
+
+
+def run_names(workdirs: Sequence[str]) -> list[str]:
+  """Basenames of the workdirs, or their paths as given where two basenames collide."""
+  base = [os.path.basename(os.path.normpath(w)) for w in workdirs]
+  return [b if base.count(b) == 1 else os.path.normpath(w) for b, w in zip(base, workdirs)]

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from relpos_jax import compare
-from relpos_jax import stats
+from relpos_jax.experiments import compare
+from relpos_jax.experiments import stats
 
 
 def _run(name, ems, lengths=(10, 30, 40, 80), n=8, counts=False):

@@ -87,7 +87,8 @@ def test_eight_eval_lengths_compile_at_most_four_programs():
   assert len(shapes) == 4, shapes  # the four buckets the docstring names
   cache_before = decode._greedy_decode._cache_size()  # pylint: disable=protected-access
   with count_compilations() as compiled:
-    records = evaluate.evaluate_lengths(model, params, dataset, LENGTHS, batch_size=batch_size)
+    records = [evaluate.evaluate_length(model, params, dataset, n, batch_size=batch_size)
+               for n in LENGTHS]
   assert [r["length"] for r in records] == list(LENGTHS)
   assert all(r["num_examples"] == 6 for r in records)
   decoding = [name for name in compiled if name == DECODE_PROGRAM]
@@ -101,7 +102,8 @@ def test_eight_eval_lengths_compile_at_most_four_programs():
   assert len(staging) <= len(shapes)  # numpy -> jax lifting: at most once per shape as well
 
   with count_compilations() as again:  # a second pass (another replica) compiles nothing
-    evaluate.evaluate_lengths(model, params, dataset, LENGTHS, batch_size=batch_size)
+    for n in LENGTHS:
+      evaluate.evaluate_length(model, params, dataset, n, batch_size=batch_size)
   assert not again
 
 

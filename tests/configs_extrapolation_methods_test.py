@@ -6,16 +6,17 @@ import jax
 import jax.numpy as jnp
 
 from relpos_jax import architectures
-from relpos_jax import evaluate
-from relpos_jax import sweep
+from relpos_jax import config_args
 from relpos_jax.data import pipeline
+from relpos_jax.experiments import sweep
+from relpos_jax.experiments import sweep_spec
 
 PATH = pathlib.Path(__file__).resolve().parents[1] / "configs/ablations/extrapolation_methods.py"
-MODULE = sweep.load_module(str(PATH))
+MODULE = sweep_spec.load_module(str(PATH))
 
 
 def test_runs_are_six_schemes_on_three_tasks_plus_two_randomized():
-  runs = dict(sweep.expand(MODULE.get_config(), MODULE.get_sweep()))
+  runs = dict(sweep_spec.expand(MODULE.get_config(), MODULE.get_sweep()))
   schemes = ("none", "rope", "alibi", "kerple", "fire", "t5")
   tasks = ("copy", "reverse", "add_index_hints")
   assert list(runs) == [f"{s}+{t}" for t in tasks for s in schemes] + [
@@ -27,7 +28,7 @@ def test_runs_are_six_schemes_on_three_tasks_plus_two_randomized():
 
 
 def test_rope_eval_rows_load_the_rope_checkpoint_unchanged():
-  runs = dict(sweep.expand(MODULE.get_config("smoke"), MODULE.get_sweep()))
+  runs = dict(sweep_spec.expand(MODULE.get_config("smoke"), MODULE.get_sweep()))
   for task in ("copy", "add_index_hints"):
     config = runs[f"rope+{task}"]
     vocab_size = pipeline.make_dataset(seed=0, **config.data).vocab.size
@@ -37,7 +38,7 @@ def test_rope_eval_rows_load_the_rope_checkpoint_unchanged():
     rows = MODULE.rope_eval_overrides(task)
     assert set(rows) == {"pi", "dynamic_ntk", "yarn"}
     for overrides in rows.values():
-      scaled = sweep.apply_overrides(config, overrides)
+      scaled = config_args.apply_overrides(config, overrides)
       assert scaled.model.position.scaling.factor == 2.0
       assert init(scaled) == init(config)
   add_rows = MODULE.rope_eval_overrides("add_index_hints")
@@ -46,9 +47,9 @@ def test_rope_eval_rows_load_the_rope_checkpoint_unchanged():
 
 
 def test_the_sweep_declares_the_rope_rows_as_eval_variants_of_the_plain_rope_runs():
-  runs = sweep.expand(MODULE.get_config(), MODULE.get_sweep())
+  runs = sweep_spec.expand(MODULE.get_config(), MODULE.get_sweep())
   variants = sweep.eval_variants(MODULE, runs)
   assert sorted(variants) == ["rope+add_index_hints", "rope+copy", "rope+reverse"]
   for name, rows in variants.items():
     expected = MODULE.rope_eval_overrides(name.split("+")[1])
-    assert {label: evaluate.parse_overrides(o) for label, o in rows.items()} == expected
+    assert {label: config_args.parse_overrides(o) for label, o in rows.items()} == expected

@@ -9,9 +9,9 @@ import pytest
 
 from relpos_jax import architectures
 from relpos_jax import positions
-from relpos_jax import sweep
 from relpos_jax import train_lib
 from relpos_jax.data import pipeline
+from relpos_jax.experiments import sweep_spec
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "configs"
 FILES = sorted(p for p in CONFIGS.rglob("*.py") if p.name != "__init__.py")
@@ -54,7 +54,7 @@ def test_every_config_is_found():
 
 @pytest.mark.parametrize("path", FILES, ids=IDS(FILES))
 def test_config_loads_and_builds(path):
-  module = sweep.load_module(str(path))
+  module = sweep_spec.load_module(str(path))
   assert "python " in module.__doc__, "the launch command belongs in the docstring"
   for arg in (None, "smoke"):
     config = module.get_config(arg)
@@ -66,12 +66,12 @@ def test_config_loads_and_builds(path):
 
 @pytest.mark.parametrize("path", ABLATIONS, ids=IDS(ABLATIONS))
 def test_ablation_sweep_builds(path):
-  module = sweep.load_module(str(path))
+  module = sweep_spec.load_module(str(path))
   command = f"python train.py --config configs/ablations/{path.name} --workdir runs/{path.stem}"
   assert command in module.__doc__, "the one command of the table belongs in the docstring"
   assert "Expected runtime" in module.__doc__
   overrides = module.get_sweep()
-  runs = sweep.expand(module.get_config("smoke"), overrides)
+  runs = sweep_spec.expand(module.get_config("smoke"), overrides)
   assert len({n for n, _ in runs}) == len(runs) > 1
   for (name, config), override in zip(runs, overrides):
     for key, value in override.items():
@@ -84,11 +84,11 @@ def test_ablation_sweep_builds(path):
 
 
 def test_schemes_sweep_is_every_scheme_on_every_task():
-  module = sweep.load_module(str(CONFIGS / "ablations/schemes.py"))
-  runs = dict(sweep.expand(module.get_config(), module.get_sweep()))
+  module = sweep_spec.load_module(str(CONFIGS / "ablations/schemes.py"))
+  runs = dict(sweep_spec.expand(module.get_config(), module.get_sweep()))
   tasks = ("copy", "reverse", "scan_length")
   assert list(runs) == [f"{s}+{t}" for t in tasks for s in positions.SCHEMES]
-  scan = sweep.load_module(str(CONFIGS / "scan_length.py")).get_config()
+  scan = sweep_spec.load_module(str(CONFIGS / "scan_length.py")).get_config()
   for name, config in runs.items():
     scheme, task = name.split("+")
     assert config.model.position.to_dict() == positions.default_config(scheme).to_dict()
@@ -104,8 +104,8 @@ def test_schemes_sweep_is_every_scheme_on_every_task():
 
 
 def test_randomized_sweep_has_both_arms_per_scheme_at_one_budget():
-  module = sweep.load_module(str(CONFIGS / "ablations/randomized.py"))
-  runs = dict(sweep.expand(*sweep.load_sweep(str(CONFIGS / "ablations/randomized.py"))))
+  module = sweep_spec.load_module(str(CONFIGS / "ablations/randomized.py"))
+  runs = dict(sweep_spec.expand(*sweep_spec.load_sweep(str(CONFIGS / "ablations/randomized.py"))))
   assert len(runs) == 2 * 2 * len(positions.SCHEMES)
   for task in module.TASKS:
     for scheme in positions.SCHEMES:
@@ -119,19 +119,19 @@ def test_randomized_sweep_has_both_arms_per_scheme_at_one_budget():
   assert learned.model.position.max_len >= learned.randomized.max_random_position
   # `steps` and `smoke` set both arms' budget
   for arg, steps in (("smoke,steps=3", 3), ("steps=700", 700)):
-    base, overrides = sweep.load_sweep(str(CONFIGS / "ablations/randomized.py") + ":" + arg)
+    base, overrides = sweep_spec.load_sweep(str(CONFIGS / "ablations/randomized.py") + ":" + arg)
     assert base.num_steps == steps and {o.get("num_steps") for o in overrides} == {None}
 
 
 def test_shaw_clipping_and_t5_grids():
-  clipping = sweep.load_module(str(CONFIGS / "ablations/shaw_clipping.py")).get_sweep()
+  clipping = sweep_spec.load_module(str(CONFIGS / "ablations/shaw_clipping.py")).get_sweep()
   assert [o["model.position.max_relative_position"] for o in clipping] == [0, 1, 2, 4, 16, 64]
-  grid = sweep.load_module(str(CONFIGS / "ablations/t5_buckets.py")).get_sweep()
+  grid = sweep_spec.load_module(str(CONFIGS / "ablations/t5_buckets.py")).get_sweep()
   pairs = {(o["model.position.num_buckets"], o["model.position.max_distance"]) for o in grid}
   assert (8, 16) in pairs and (64, 128) in pairs and (64, 16) not in pairs
   assert all(d > n // 2 for n, d in pairs)
 
 
 def test_scan_length_config():
-  config = sweep.load_module(str(CONFIGS / "scan_length.py")).get_config()
+  config = sweep_spec.load_module(str(CONFIGS / "scan_length.py")).get_config()
   assert config.data.task == "scan" and config.data.scan_split == "length"

@@ -8,16 +8,17 @@ import sys
 
 import pytest
 
-from relpos_jax import evaluate
-from relpos_jax import report
-from relpos_jax import sweep
 from relpos_jax import train_lib
 from relpos_jax import workdir as workdir_lib
+from relpos_jax.experiments import report
+from relpos_jax.experiments import results
+from relpos_jax.experiments import sweep
+from relpos_jax.experiments import sweep_spec
 
 pytestmark = pytest.mark.slow  # starts subprocesses; `pytest -m "not slow"` skips them
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-DEFAULT = sweep.load_module(str(REPO / "configs" / "default.py"))
+DEFAULT = sweep_spec.load_module(str(REPO / "configs" / "default.py"))
 RUNS = ["sinusoidal", "t5"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -134,5 +135,5 @@ def test_eval_main_stores_a_sweep_under_results(sweep_dir, tmp_path):
   assert sorted(os.listdir(table / "records")) == ["sinusoidal.jsonl", "t5.jsonl"]
   assert sorted(os.listdir(table / "runs")) == ["sinusoidal.json", "t5.json"]
   assert (table / "extrapolation.md").exists() and (table / "accuracy_vs_length.png").exists()
-  from relpos_jax import results
+  from relpos_jax.experiments import results
   assert results.table_status(str(table)) == (2, 3)

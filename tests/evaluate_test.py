@@ -11,19 +11,22 @@ import numpy as np
 import pytest
 
 from relpos_jax import architectures
+from relpos_jax import config_args
 from relpos_jax import evaluate
-from relpos_jax import report
 from relpos_jax import scoring
-from relpos_jax import sweep
 from relpos_jax import train_lib
 from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
+from relpos_jax.experiments import checkpoints
+from relpos_jax.experiments import report
+from relpos_jax.experiments import runner
+from relpos_jax.experiments import sweep_spec
 from relpos_jax.positions import randomized as randomized_lib
 
 import model_harness  # the tests' shared eager init (pytest puts tests/ on the path)
 
-DEFAULT = sweep.load_module(
+DEFAULT = sweep_spec.load_module(
     str(pathlib.Path(__file__).resolve().parents[1] / "configs" / "default.py"))
 E, P = vocab.EOS_ID, vocab.PAD_ID
 LEARNED_ROWS = 16  # smoke eval lengths 4 and 8 pad to <= 16; length 16 pads to 32
@@ -105,7 +108,7 @@ def test_summarize_loss_oracle_and_no_failures():
 
 
 def test_progress_logs_done_total_and_eta(caplog):
-  progress = evaluate.Progress(total=3)
+  progress = runner.Progress(total=3)
   with caplog.at_level(logging.INFO):
     progress.step("run a seed 0 length 8: exact 1.000")
     progress.step("run a seed 0 length 16: n/a")
@@ -129,20 +132,20 @@ def test_records_round_trip_nan_as_null(tmp_path):
 
 
 def test_run_names_disambiguate_equal_basenames():
-  assert evaluate.run_names(["runs/a", "runs/b/"]) == ["a", "b"]
-  assert evaluate.run_names(["x/run", "y/run", "z"]) == ["x/run", "y/run", "z"]
+  assert workdir_lib.run_names(["runs/a", "runs/b/"]) == ["a", "b"]
+  assert workdir_lib.run_names(["x/run", "y/run", "z"]) == ["x/run", "y/run", "z"]
 
 
 def test_train_length_range_of_scan_is_measured():
   dataset = pipeline.make_dataset(task="scan", seed=0)
-  assert evaluate.train_length_range(None, dataset) == (1, 22)  # Lake & Baroni: <= 22 actions
+  assert runner.train_length_range(None, dataset) == (1, 22)  # Lake & Baroni: <= 22 actions
 
 
 def test_bad_options_are_refused():
   with pytest.raises(ValueError, match="num_examples"):
-    evaluate.EvalOptions(num_examples=0)
+    runner.EvalOptions(num_examples=0)
   with pytest.raises(ValueError, match="eval lengths"):
-    evaluate.EvalOptions(lengths=[0, 4])
+    runner.EvalOptions(lengths=[0, 4])
 
 
 def _smoke_model(arch):
@@ -163,7 +166,7 @@ def test_train_distance(arch, distance):
   dataset, model, _ = _smoke_model(arch)
   # copy of <= 6 tokens: inputs reach position 5, targets (EOS included) 6; decoder-only
   # runs both in one sequence: 6 inputs, then SEP and 6 target tokens at positions 6..12.
-  assert evaluate.train_distance(model, dataset) == distance
+  assert runner.train_distance(model, dataset) == distance
 
 
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
@@ -193,7 +196,7 @@ def learned_workdir(tmp_path_factory):
 
 @pytest.mark.slow  # on a trained run (the fixture trains)
 def test_evaluate_workdir_every_replica_and_not_representable(learned_workdir):
-  records = evaluate.evaluate_workdir(learned_workdir, lengths=[4, 8, 16], num_examples=5)
+  records = runner.evaluate_workdir(learned_workdir, lengths=[4, 8, 16], num_examples=5)
   assert [(r["seed"], r["length"]) for r in records] == [
       (s, n) for s in (0, 1) for n in (4, 8, 16)]
   for r in records:
@@ -228,7 +231,7 @@ def test_evaluate_runs_skips_untrained_and_writes_the_comparison(learned_workdir
   (untrained / "config.json").write_text(
       pathlib.Path(learned_workdir, "config.json").read_text())
   out = str(tmp_path / "report")
-  records = evaluate.evaluate_runs([learned_workdir, str(untrained)], out)
+  records = runner.evaluate_runs([learned_workdir, str(untrained)], out)
   assert {r["run"] for r in records} == {"learned16"}
   assert sorted(r["length"] for r in records) == [4, 4, 8, 8]  # the config's eval lengths
   assert all(r["num_examples"] == 8 for r in records)  # the config's eval set size
@@ -236,7 +239,7 @@ def test_evaluate_runs_skips_untrained_and_writes_the_comparison(learned_workdir
   for name in report.REPORT_FILES.values():
     assert os.path.getsize(os.path.join(out, name)) > 0
   with pytest.raises(ValueError, match="nothing to evaluate"):
-    evaluate.evaluate_runs([str(untrained)], out)
+    runner.evaluate_runs([str(untrained)], out)
 
 
 @pytest.fixture(scope="module")
@@ -254,7 +257,7 @@ def copy_workdir(tmp_path_factory):
 
 @pytest.mark.slow  # trains 300 steps (the fixture)
 def test_a_trained_run_is_exact_at_its_training_lengths(copy_workdir):
-  records = evaluate.evaluate_workdir(copy_workdir, num_examples=32, oracle_length=True)
+  records = runner.evaluate_workdir(copy_workdir, num_examples=32, oracle_length=True)
   by_length = {r["length"]: r for r in records}
   for n in (1, 2, 3):
     r = by_length[n]
@@ -274,7 +277,7 @@ def test_oracle_decoding_has_exactly_the_true_lengths(copy_workdir):
   dataset = pipeline.make_dataset(seed=config.seed, **config.data)
   model = architectures.make_model(config.model, vocab_size=dataset.vocab.size)
   params = jax.tree_util.tree_map(lambda x: x[0],
-                                  train_lib.load_params(copy_workdir, config, model))
+                                  workdir_lib.load_params(copy_workdir, config, model)[1])
   batch = next(dataset.eval_batches(6, 64))  # beyond training: free decoding misjudges lengths
   free = evaluate.decode_and_score(model, params, batch)
   oracle = evaluate.decode_and_score(model, params, batch, oracle_length=True)
@@ -285,22 +288,22 @@ def test_oracle_decoding_has_exactly_the_true_lengths(copy_workdir):
 
 def test_pick_checkpoint_best_by_validation_ties_to_the_later_step():
   scores = {100: 0.5, 200: 0.9, 300: 0.9, 400: 0.7}
-  assert evaluate.pick_checkpoint(scores, "best") == (300, 300)
-  assert evaluate.pick_checkpoint(scores, "last") == (400, 300)
+  assert checkpoints.pick_checkpoint(scores, "best") == (300, 300)
+  assert checkpoints.pick_checkpoint(scores, "last") == (400, 300)
   with pytest.raises(ValueError, match="eval_checkpoint"):
-    evaluate.pick_checkpoint(scores, "first")
+    checkpoints.pick_checkpoint(scores, "first")
 
 
 def test_overrides_change_existing_keys_only():
   import ml_collections
   config = ml_collections.ConfigDict({"model": {"position": {"name": "rope", "base": 10000.0}}})
-  changed = evaluate.apply_overrides(config, ["model.position.base=500.0"])
+  changed = config_args.apply_overrides(config, ["model.position.base=500.0"])
   assert changed.model.position.base == 500.0 and config.model.position.base == 10000.0
   with pytest.raises(ValueError, match="no key 'model.position.bse'"):
-    evaluate.apply_overrides(config, ["model.position.bse=1"])
+    config_args.apply_overrides(config, ["model.position.bse=1"])
   with pytest.raises(ValueError, match="key=value"):
-    evaluate.EvalOptions(overrides=["model.position.base"])
-  assert evaluate.parse_overrides(["a=yarn", "b=4", "c=[1, 2]"]) == {"a": "yarn", "b": 4,
+    runner.EvalOptions(overrides=["model.position.base"])
+  assert config_args.parse_overrides(["a=yarn", "b=4", "c=[1, 2]"]) == {"a": "yarn", "b": 4,
                                                                       "c": [1, 2]}
 
 
@@ -309,7 +312,7 @@ def test_random_position_eval_is_seeded_and_named(learned_workdir):
   # The learned table has 16 rows; the smoke config's randomized range is 2048, so
   # decoding at random positions is refused per length (n/a), never clamped.
   kwargs = dict(lengths=[4], num_examples=4, random_positions=True)
-  records = evaluate.evaluate_workdir(learned_workdir, **kwargs)
+  records = runner.evaluate_workdir(learned_workdir, **kwargs)
   assert {r["run"] for r in records} == {"learned16@random_positions"}
   assert all(r["eval_positions"] == "random" for r in records)
   assert all(r["error"] and "max_len" in r["error"] for r in records)
@@ -381,12 +384,12 @@ def test_each_row_is_marked_by_validation_at_its_own_positions(copy_workdir, mon
     return {**record, "exact_match": 1.0 if random is not None else 0.25}
 
   monkeypatch.setattr(evaluate, "validation_record", validation)
-  plain = evaluate.evaluate_workdir(copy_workdir, lengths=[2], num_examples=4)
+  plain = runner.evaluate_workdir(copy_workdir, lengths=[2], num_examples=4)
   assert all(r["valid_positions"] == r["eval_positions"] == "0..L-1" for r in plain)
   assert all(r["checkpoint_valid_positions"] == "random" for r in plain)
   assert all(r["valid_exact_match"] == 0.25 and r["checkpoint_valid_exact_match"] == 1.0
              and r["converged"] is False for r in plain)
-  rand = evaluate.evaluate_workdir(copy_workdir, lengths=[2], num_examples=4,
+  rand = runner.evaluate_workdir(copy_workdir, lengths=[2], num_examples=4,
                                    random_positions=True)
   assert all(r["valid_positions"] == "random" and r["valid_exact_match"] == 1.0
              and r["converged"] is True for r in rand)

@@ -13,9 +13,9 @@ import pytest
 
 from relpos_jax import architectures
 from relpos_jax import lm_eval
-from relpos_jax import lm_report
 from relpos_jax import positions
 from relpos_jax.data import lm
+from relpos_jax.experiments import lm_report
 from relpos_jax.data.vocab import NUM_SPECIAL, PAD_ID
 
 L = 4

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from relpos_jax import main_table
-from relpos_jax import stats
+from relpos_jax.experiments import main_table
+from relpos_jax.experiments import stats
 
 
 def _record(run, seed, length, em, *, L=20, n=10, **extra):

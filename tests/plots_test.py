@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from relpos_jax import architectures
-from relpos_jax import palette
-from relpos_jax import plots
 from relpos_jax import positions
-from relpos_jax import report
-from relpos_jax import sweep
+from relpos_jax.experiments import palette
+from relpos_jax.experiments import plots
+from relpos_jax.experiments import report
+from relpos_jax.experiments import sweep_spec
 
 import model_harness  # the tests' shared eager init (pytest puts tests/ on the path)
 
-DEFAULT = sweep.load_module(
+DEFAULT = sweep_spec.load_module(
     str(pathlib.Path(__file__).resolve().parents[1] / "configs" / "default.py"))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 NAN = float("nan")

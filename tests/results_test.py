@@ -6,7 +6,7 @@ import pathlib
 
 import numpy as np
 
-from relpos_jax import results
+from relpos_jax.experiments import results
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

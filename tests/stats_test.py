@@ -5,7 +5,7 @@ import pytest
 from scipy import stats as scipy_stats
 from scipy.special import expit
 
-from relpos_jax import stats
+from relpos_jax.experiments import stats
 
 
 def _seeds(means, n_examples=1):

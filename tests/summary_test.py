@@ -3,7 +3,7 @@
 import json
 
 from relpos_jax import positions
-from relpos_jax import summary
+from relpos_jax.experiments import summary
 
 
 def _write(root, table, run, ems, L=20):

@@ -11,8 +11,10 @@ import sys
 import ml_collections
 import pytest
 
+from relpos_jax import config_args
 from relpos_jax import positions
-from relpos_jax import sweep
+from relpos_jax.experiments import sweep
+from relpos_jax.experiments import sweep_spec
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -25,16 +27,16 @@ def _base():
 
 
 def test_run_names():
-  assert sweep.run_name({"model.position": positions.default_config("shaw")}) == "shaw"
-  assert sweep.run_name({"model.position.max_relative_position": 4}) == "max_relative_position=4"
-  assert sweep.run_name({"model.position": positions.default_config("learned"),
+  assert sweep_spec.run_name({"model.position": positions.default_config("shaw")}) == "shaw"
+  assert sweep_spec.run_name({"model.position.max_relative_position": 4}) == "max_relative_position=4"
+  assert sweep_spec.run_name({"model.position": positions.default_config("learned"),
                          "randomized.enabled": True}) == "learned+randomized"
-  assert sweep.run_name({"model.position.use_keys": True,
+  assert sweep_spec.run_name({"model.position.use_keys": True,
                          "model.position.use_values": False}) == "use_keys+no_use_values"
-  assert sweep.run_name({"optimizer.learning_rate": 1e-3}) == "learning_rate=0.001"
-  assert sweep.run_name({"data.eval_lengths": (10, 20)}) == "eval_lengths=10-20"
-  assert sweep.run_name({}) == "base"
-  long = sweep.run_name({"model.position": {"name": "shaw", "max_relative_position": 4}},
+  assert sweep_spec.run_name({"optimizer.learning_rate": 1e-3}) == "learning_rate=0.001"
+  assert sweep_spec.run_name({"data.eval_lengths": (10, 20)}) == "eval_lengths=10-20"
+  assert sweep_spec.run_name({}) == "base"
+  long = sweep_spec.run_name({"model.position": {"name": "shaw", "max_relative_position": 4}},
                         long=True)
   assert long == "shaw-max_relative_position=4"
   assert all(c.isalnum() or c in "._=+-" for c in long)
@@ -43,7 +45,7 @@ def test_run_names():
 def test_expand_switches_the_whole_position_config():
   base = _base()
   overrides = [{"model.position": positions.default_config(n)} for n in positions.SCHEMES]
-  runs = sweep.expand(base, overrides)
+  runs = sweep_spec.expand(base, overrides)
   assert [n for n, _ in runs] == list(positions.SCHEMES)
   for name, config in runs:
     assert config.model.position.to_dict() == positions.default_config(name).to_dict()
@@ -54,7 +56,7 @@ def test_expand_switches_the_whole_position_config():
 
 
 def test_expand_applies_dotted_keys():
-  runs = sweep.expand(_base(), [{"model.position.num_buckets": 8, "seed": 3},
+  runs = sweep_spec.expand(_base(), [{"model.position.num_buckets": 8, "seed": 3},
                                 {"randomized.enabled": True}])
   assert [n for n, _ in runs] == ["num_buckets=8+seed=3", "randomized"]
   assert runs[0][1].model.position.num_buckets == 8 and runs[0][1].seed == 3
@@ -67,39 +69,39 @@ def test_expand_names_are_unique():
   shaw4.max_relative_position = 4
   overrides = [{"model.position": positions.default_config("shaw")}, {"model.position": shaw4},
                {"seed": 1}, {"seed": 1}]
-  names = [n for n, _ in sweep.expand(_base(), overrides)]
+  names = [n for n, _ in sweep_spec.expand(_base(), overrides)]
   assert len(set(names)) == 4
   assert names[0] != names[1] and "max_relative_position=4" in names[1]
 
 
 def test_apply_overrides_errors():
   with pytest.raises(ValueError, match="no key 'model.positon'"):
-    sweep.apply_overrides(_base(), {"model.positon.num_buckets": 8})
+    config_args.apply_overrides(_base(), {"model.positon.num_buckets": 8})
   with pytest.raises(ValueError, match="no key 'model.position.max_len'"):
-    sweep.apply_overrides(_base(), {"model.position.max_len": 8})  # a t5 config has none
+    config_args.apply_overrides(_base(), {"model.position.max_len": 8})  # a t5 config has none
   with pytest.raises(TypeError):
-    sweep.apply_overrides(_base(), {"randomized.enabled": 3})
+    config_args.apply_overrides(_base(), {"randomized.enabled": 3})
 
 
 def test_select():
   runs = [("a", 1), ("b", 2), ("c", 3)]
-  assert sweep.select(runs, None) == runs
-  assert sweep.select(runs, ["c", "a"]) == [("a", 1), ("c", 3)]
+  assert sweep_spec.select(runs, None) == runs
+  assert sweep_spec.select(runs, ["c", "a"]) == [("a", 1), ("c", 3)]
   with pytest.raises(ValueError, match="its runs are: a, b, c"):
-    sweep.select(runs, ["d"])
+    sweep_spec.select(runs, ["d"])
 
 
 def test_split_config_spec():
-  assert sweep.split_config_spec("configs/x.py:smoke,seed=1") == ("configs/x.py", "smoke,seed=1")
-  assert sweep.split_config_spec("configs/x.py") == ("configs/x.py", None)
+  assert sweep_spec.split_config_spec("configs/x.py:smoke,seed=1") == ("configs/x.py", "smoke,seed=1")
+  assert sweep_spec.split_config_spec("configs/x.py") == ("configs/x.py", None)
 
 
 def test_load_sweep_passes_the_arg():
-  config, overrides = sweep.load_sweep(str(REPO / "configs/ablations/shaw_clipping.py:smoke"))
+  config, overrides = sweep_spec.load_sweep(str(REPO / "configs/ablations/shaw_clipping.py:smoke"))
   assert config.model.d_model == 16 and config.model.position.name == "shaw"
   assert overrides[0] == {"model.position.max_relative_position": 0}
   with pytest.raises(ValueError, match="get_sweep"):
-    sweep.load_sweep(str(REPO / "configs/default.py"))
+    sweep_spec.load_sweep(str(REPO / "configs/default.py"))
 
 
 def test_run_dirs_follow_the_sweep_order(tmp_path):
@@ -122,39 +124,39 @@ SCHEMES_SMOKE = str(REPO / "configs/ablations/schemes.py") + ":smoke,num_seeds=1
 
 def test_task_overrides_name_themselves():
   t5, rope = positions.default_config("t5"), positions.default_config("rope")
-  assert sweep.run_name({"model.position": t5, "data.task": "copy"}) == "t5+copy"
-  assert sweep.run_name({"model.position": rope, "data.task": "reverse"}) == "rope+reverse"
+  assert sweep_spec.run_name({"model.position": t5, "data.task": "copy"}) == "t5+copy"
+  assert sweep_spec.run_name({"model.position": rope, "data.task": "reverse"}) == "rope+reverse"
   scan = {"task": "scan", "scan_split": "length", "vocab_size": 10}
-  assert sweep.run_name({"model.position": rope, "data": scan}) == "rope+scan_length"
-  assert sweep.run_name({"data": {**scan, "scan_split": "simple"}}) == "scan_simple"
-  assert sweep.run_name({"data.task": "tfds:relpos_scan/length"}) == "tfds_relpos_scan_length"
-  long = sweep.run_name({"data": scan}, long=True)
+  assert sweep_spec.run_name({"model.position": rope, "data": scan}) == "rope+scan_length"
+  assert sweep_spec.run_name({"data": {**scan, "scan_split": "simple"}}) == "scan_simple"
+  assert sweep_spec.run_name({"data.task": "tfds:relpos_scan/length"}) == "tfds_relpos_scan_length"
+  long = sweep_spec.run_name({"data": scan}, long=True)
   assert "task=scan" in long and "scan_split=length" in long
 
 
 @pytest.mark.parametrize("spec,expected", [("0/1", (0, 1)), ("3/4", (3, 4)), ("0/24", (0, 24)),
                                            (None, None), ("", None)])
 def test_parse_shard(spec, expected):
-  assert sweep.parse_shard(spec) == expected
+  assert sweep_spec.parse_shard(spec) == expected
 
 
 @pytest.mark.parametrize("spec", ["4/4", "5/4", "1/0", "0/0", "-1/4", "1/-2", "a/b", "1", "1/2/3",
                                   "1/ 2", "i/n"])
 def test_bad_shard_specs_raise_naming_the_flag(spec):
   with pytest.raises(ValueError, match=r"--sweep_shard=.*(0 <= i < n|expected i/n)"):
-    sweep.parse_shard(spec)
+    sweep_spec.parse_shard(spec)
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 7, 23, 24, 25, 40])
 def test_shards_partition_the_sweep(count):
-  runs = sweep.expand(*sweep.load_sweep(SCHEMES_SMOKE))
+  runs = sweep_spec.expand(*sweep_spec.load_sweep(SCHEMES_SMOKE))
   names = [n for n, _ in runs]
-  shards = [[n for n, _ in sweep.shard_runs(runs, (i, count))] for i in range(count)]
+  shards = [[n for n, _ in sweep_spec.shard_runs(runs, (i, count))] for i in range(count)]
   assert sorted(n for shard in shards for n in shard) == sorted(names)  # union, no repeats
   for i, shard in enumerate(shards):
     assert shard == names[i::count]  # every n-th point, in sweep order
   assert max(map(len, shards)) - min(map(len, shards)) <= 1
-  assert sweep.shard_runs(runs, None) == runs
+  assert sweep_spec.shard_runs(runs, None) == runs
 
 
 def _fake_training(monkeypatch):
@@ -171,13 +173,13 @@ def _fake_training(monkeypatch):
     return [{"run": n} for n in names]
 
   monkeypatch.setattr(sweep.train_lib, "train_and_evaluate", train)
-  monkeypatch.setattr(sweep.evaluate, "evaluate_runs", evaluate_runs)
+  monkeypatch.setattr(sweep.runner, "evaluate_runs", evaluate_runs)
   return trained, evaluated
 
 
 def test_shards_train_their_runs_and_only_the_last_evaluates(tmp_path, monkeypatch, caplog):
   trained, evaluated = _fake_training(monkeypatch)
-  names = [n for n, _ in sweep.expand(*sweep.load_sweep(SCHEMES_SMOKE))]
+  names = [n for n, _ in sweep_spec.expand(*sweep_spec.load_sweep(SCHEMES_SMOKE))]
   for i in range(3):
     trained.clear()
     caplog.clear()
@@ -228,7 +230,7 @@ def _fake_results_eval(monkeypatch):
     on_run(name, workdirs[0], records, 1.0)
     return records
 
-  monkeypatch.setattr(sweep.evaluate, "evaluate_runs", evaluate_runs)
+  monkeypatch.setattr(sweep.runner, "evaluate_runs", evaluate_runs)
   monkeypatch.setattr(sweep.results, "write_table_report", lambda table_dir: [])
   return evaluated
 
@@ -342,8 +344,8 @@ def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, mo
 
 
 def test_seed_parts_are_the_runs_replicas_and_need_a_results_dir(tmp_path):
-  base, overrides = sweep.load_sweep(SCHEMES_SMOKE.replace("num_seeds=1", "num_seeds=3"))
-  name, config = sweep.expand(base, overrides)[0]
+  base, overrides = sweep_spec.load_sweep(SCHEMES_SMOKE.replace("num_seeds=1", "num_seeds=3"))
+  name, config = sweep_spec.expand(base, overrides)[0]
   config.seed = 5
   parts = [sweep.seed_part_config(config, k) for k in range(3)]
   assert [(p.seed, p.num_seeds) for p in parts] == [(5, 1), (6, 1), (7, 1)]
@@ -413,17 +415,17 @@ def test_bad_flags_fail_before_anything_runs(tmp_path):
 
 
 def test_command_line_overrides_apply_after_the_sweep_or_are_refused():
-  base, overrides = sweep.load_sweep(str(REPO / "configs/ablations/kazemnejad.py:smoke"))
-  runs = sweep.select(sweep.expand(base, overrides), ["t5+copy", "t5+reverse"])
-  done = sweep.apply_command_line(runs, overrides, {"model.position.num_buckets": 16,
+  base, overrides = sweep_spec.load_sweep(str(REPO / "configs/ablations/kazemnejad.py:smoke"))
+  runs = sweep_spec.select(sweep_spec.expand(base, overrides), ["t5+copy", "t5+reverse"])
+  done = sweep_spec.apply_command_line(runs, overrides, {"model.position.num_buckets": 16,
                                                     "num_steps": 2})
   assert [c.model.position.num_buckets for _, c in done] == [16, 16]
   assert [c.num_steps for _, c in done] == [2, 2] and runs[0][1].num_steps != 2
-  everything = sweep.expand(base, overrides)
+  everything = sweep_spec.expand(base, overrides)
   with pytest.raises(ValueError, match=r"--config.model.position.num_buckets: run\(s\) none\+copy"):
-    sweep.apply_command_line(everything, overrides, {"model.position.num_buckets": 16})
+    sweep_spec.apply_command_line(everything, overrides, {"model.position.num_buckets": 16})
   with pytest.raises(ValueError, match=r"--config.data.task sets what the sweep varies"):
-    sweep.apply_command_line(everything, overrides, {"data.task": "sort"})
+    sweep_spec.apply_command_line(everything, overrides, {"data.task": "sort"})
 
 
 @pytest.mark.slow  # starts train.py
@@ -446,8 +448,8 @@ def test_eval_variants_are_evaluated_and_stored_as_rows_of_their_run(tmp_path, m
   evaluated = _fake_results_eval(monkeypatch)
   config = tmp_path / "table.py"
   config.write_text(
-      f"from relpos_jax import sweep\n"
-      f"_SCHEMES = sweep.load_module({str(REPO / 'configs/ablations/schemes.py')!r})\n"
+      f"from relpos_jax.experiments import sweep_spec\n"
+      f"_SCHEMES = sweep_spec.load_module({str(REPO / 'configs/ablations/schemes.py')!r})\n"
       "def get_config(arg=None):\n"
       "  return _SCHEMES.get_config('smoke,num_seeds=1,steps=2')\n"
       "def get_sweep():\n"

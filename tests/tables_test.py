@@ -5,7 +5,7 @@ import csv
 import numpy as np
 import pytest
 
-from relpos_jax import tables
+from relpos_jax.experiments import tables
 
 NAN = float("nan")
 LENGTHS = [10, 20, 30, 40, 80]  # max train 20: in-dist 10, 20; 1.5× 30; 2× 40; 4× 80

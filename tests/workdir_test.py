@@ -13,6 +13,7 @@ import pytest
 from configs import default
 from relpos_jax import architectures
 from relpos_jax import metric_writers
+from relpos_jax import run_identity
 from relpos_jax import train_lib
 from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
@@ -155,7 +156,7 @@ def test_config_json_carries_provenance_outside_the_run_identity(run):
   saved[workdir_lib.PROVENANCE_KEY] = {"versions": {"jax": "0.0.1"}, "git": {}}
   with open(os.path.join(run, workdir_lib.CONFIG_FILE), "w") as f:
     json.dump(saved, f)
-  workdir_lib.check_identity(_config(), run)  # provenance is not identity
+  run_identity.check_identity(_config(), run)  # provenance is not identity
   workdir_lib.save_run_files(_config(), run, pipeline.make_dataset(
       seed=0, **_config().data).vocab)
   again = json.load(open(os.path.join(run, workdir_lib.CONFIG_FILE)))
@@ -167,9 +168,9 @@ def test_a_model_key_added_since_a_run_was_saved_counts_as_its_default():
   """A run saved before `model.dtype` existed resumes; another dtype or size is another run."""
   saved = workdir_lib.config_json(_config())
   del saved["model"]["dtype"]
-  assert workdir_lib.identity_changes(saved, _config()) == []
+  assert run_identity.identity_changes(saved, _config()) == []
   bf16 = _config()
   bf16.model.dtype = "bfloat16"
-  assert workdir_lib.identity_changes(saved, bf16) == ["model"]
+  assert run_identity.identity_changes(saved, bf16) == ["model"]
   saved["model"]["d_model"] += 1
-  assert workdir_lib.identity_changes(saved, _config()) == ["model"]
+  assert run_identity.identity_changes(saved, _config()) == ["model"]

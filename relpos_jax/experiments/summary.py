@@ -22,11 +22,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (after the backend is chosen)
 import numpy as np  # noqa: E402
 
-from relpos_jax import main_table  # noqa: E402
 from relpos_jax import positions  # noqa: E402
-from relpos_jax import report  # noqa: E402
-from relpos_jax import stats  # noqa: E402
-from relpos_jax import tables  # noqa: E402
+from relpos_jax.experiments import main_table  # noqa: E402
+from relpos_jax.experiments import report  # noqa: E402
+from relpos_jax.experiments import stats  # noqa: E402
+from relpos_jax.experiments import tables  # noqa: E402
 
 SUMMARY_MD, SUMMARY_PNG = "summary.md", "summary.png"
 # (architecture, table folders (the first holding the run), run suffix after "<scheme>+",

@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from relpos_jax import plots
-from relpos_jax import report
+from relpos_jax.experiments import plots
+from relpos_jax.experiments import report
 
 Record = dict[str, Any]
 PASSKEY_FILES = {"records": "passkey.jsonl", "tables": "passkey.md", "csv": "passkey.csv",

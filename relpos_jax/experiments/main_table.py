@@ -27,8 +27,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from relpos_jax import stats
-from relpos_jax import tables
+from relpos_jax.experiments import stats
+from relpos_jax.experiments import tables
 
 Record = tables.Record
 IN_DIST = "in-dist"

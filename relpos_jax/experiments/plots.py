@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relpos_jax import palette
-from relpos_jax import tables
+from relpos_jax.experiments import palette
+from relpos_jax.experiments import tables
 from relpos_jax.positions import base
 
 if TYPE_CHECKING:  # matplotlib itself is imported where a figure is drawn (`_figure`)
@@ -352,7 +352,7 @@ def scheme_figures(model: nn.Module, params: Mapping[str, Any], out_dir: str, *,
     params: one replica's params.
     out_dir: the folder of the PNGs.
     max_train_distance: if given, the distances (positions) seen in training are
-      shaded (see `evaluate.train_distance`).
+      shaded (see `runner.train_distance`).
     seed: the replica's seed, for the titles.
 
   Returns:

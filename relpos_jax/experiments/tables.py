@@ -1,6 +1,6 @@
 """Records -> markdown and CSV tables, mean ± std over seeds.
 
-A record is one (run, seed, length) result, as `evaluate.evaluate_workdir`
+A record is one (run, seed, length) result, as `runner.evaluate_workdir`
 writes them: identity keys (`run`, `scheme`, `task`, `seed`, `length`,
 `min_train_length`, `max_train_length`, `error`, ...) and float metrics
 (`exact_match`, `token_accuracy`, `loss`, `fail_pure_stop`, ...). A record with

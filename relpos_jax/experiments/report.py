@@ -17,8 +17,8 @@ from typing import Sequence
 
 import ml_collections
 
-from relpos_jax import plots
-from relpos_jax import tables
+from relpos_jax.experiments import plots
+from relpos_jax.experiments import tables
 
 Record = tables.Record
 
