@@ -51,6 +51,7 @@ from relpos_jax.experiments import lm_runner
 from relpos_jax.experiments import report
 from relpos_jax.experiments import results
 from relpos_jax.experiments import runner
+from relpos_jax.experiments import store
 from relpos_jax.experiments import sweep
 from relpos_jax.experiments import sweep_spec
 from relpos_jax.experiments import tables
@@ -139,7 +140,7 @@ def main(argv):
         else:
           logging.warning("%s is gone: its runs' eval-time variants are not evaluated",
                           meta["config"])
-        results.write_table_meta(_RESULTS_DIR.value, meta["config"],
+        store.write_table_meta(_RESULTS_DIR.value, meta["config"],
                                  [r["name"] for r in meta["runs"]], variants)
       if is_lm:
         print(lm_report.any_markdown(lm_runner.evaluate_into_results(

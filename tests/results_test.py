@@ -7,6 +7,7 @@ import pathlib
 import numpy as np
 
 from relpos_jax.experiments import results
+from relpos_jax.experiments import store
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -33,18 +34,18 @@ def _records(run, exact):
 
 def test_train_seconds_sums_steps_over_rate(tmp_path):
   workdir = _workdir(tmp_path, "a")
-  np.testing.assert_allclose(results.train_seconds(workdir), 100 / 10.0 + 100 / 5.0)
-  assert results.train_seconds(str(tmp_path)) is None  # no metrics.jsonl
+  np.testing.assert_allclose(store.train_seconds(workdir), 100 / 10.0 + 100 / 5.0)
+  assert store.train_seconds(str(tmp_path)) is None  # no metrics.jsonl
 
 
 def test_runs_are_stored_one_by_one_and_read_in_sweep_order(tmp_path):
   table = str(tmp_path / "results" / "t")
-  results.write_table_meta(table, "configs/ablations/t.py", ["b", "a@x=1", "c"])
-  assert not results.has_run(table, "a@x=1")
+  store.write_table_meta(table, "configs/ablations/t.py", ["b", "a@x=1", "c"])
+  assert not store.has_run(table, "a@x=1")
   for run, exact in (("a@x=1", 0.5), ("b", 1.0)):
-    results.write_run(table, run, _records(run, exact), workdir=_workdir(tmp_path, run),
+    store.write_run(table, run, _records(run, exact), workdir=_workdir(tmp_path, run),
                       eval_seconds=3.0, info={"note": "x"})
-  assert results.has_run(table, "a@x=1") and not results.has_run(table, "c")
+  assert store.has_run(table, "a@x=1") and not store.has_run(table, "c")
   assert [r["run"] for r in results.read_table(table)][::4] == ["b", "a@x=1"]
   assert results.table_status(table) == (2, 3)
   with open(os.path.join(table, "runs", "b.json")) as f:
@@ -58,8 +59,8 @@ def test_runs_are_stored_one_by_one_and_read_in_sweep_order(tmp_path):
 def test_render_shows_status_notes_and_the_pooled_table(tmp_path):
   root = tmp_path / "results"
   table = str(root / "t")
-  results.write_table_meta(table, "configs/ablations/t.py", ["a", "b"])
-  results.write_run(table, "a", _records("a", 0.25), workdir=_workdir(tmp_path, "a"),
+  store.write_table_meta(table, "configs/ablations/t.py", ["a", "b"])
+  store.write_run(table, "a", _records("a", 0.25), workdir=_workdir(tmp_path, "a"),
                     eval_seconds=60.0)
   (root / "t" / "notes.md").write_text("What the table shows.\n")
   text = results.render(str(root))
@@ -75,32 +76,32 @@ def test_run_identity_ignores_provenance_logging_and_a_disabled_section():
             "log_every": 100, "num_steps": 10, "provenance": {"git": "a"}}
   same = {**config, "randomized": {"enabled": False, "max_random_position": 256},
           "log_every": 7, "provenance": {"git": "b"}, "provenance_earlier": [{}]}
-  assert results.run_identity(same) == results.run_identity(config)
+  assert store.run_identity(same) == store.run_identity(config)
   for other in ({**config, "num_steps": 11},
                 {**config, "randomized": {"enabled": True, "max_random_position": 2048}},
                 {**config, "model": {**config["model"], "d_model": 16}}):
-    assert results.run_identity(other) != results.run_identity(config)
+    assert store.run_identity(other) != store.run_identity(config)
   # a model key the stored config lacks counts as its default, as a resume counts it
-  assert results.run_identity(config)["model"]["dtype"] == "float32"
+  assert store.run_identity(config)["model"]["dtype"] == "float32"
 
 
 def test_find_identical_run_and_copy_run(tmp_path):
   root = tmp_path / "results"
   workdir = _workdir(tmp_path, "a")
   config = json.loads(pathlib.Path(workdir, "config.json").read_text())
-  results.write_run(str(root / "t1"), "a", _records("a", 0.5), workdir=workdir,
+  store.write_run(str(root / "t1"), "a", _records("a", 0.5), workdir=workdir,
                     eval_seconds=1.0)
-  assert results.find_identical_run(str(root), config) == (str(root / "t1"), "a")
-  assert results.find_identical_run(str(root), config, exclude=str(root / "t1")) is None
-  assert results.find_identical_run(str(root), {**config, "num_steps": 1}) is None
-  copied = results.copy_run(str(root / "t1"), "a", str(root / "t2"), "a2")
+  assert store.find_identical_run(str(root), config) == (str(root / "t1"), "a")
+  assert store.find_identical_run(str(root), config, exclude=str(root / "t1")) is None
+  assert store.find_identical_run(str(root), {**config, "num_steps": 1}) is None
+  copied = store.copy_run(str(root / "t1"), "a", str(root / "t2"), "a2")
   assert {r["run"] for r in copied} == {"a2"}
   assert results.read_table(str(root / "t2")) == copied
   info = json.loads((root / "t2" / "runs" / "a2.json").read_text())
   assert info["run"] == "a2" and info["reused_from"] == os.path.join("t1", "runs", "a.json")
   # a copy is never the source of another copy: the original is
-  assert results.find_identical_run(str(root), config, exclude=str(root / "t1")) is None
-  results.write_table_meta(str(root / "t2"), "configs/ablations/t2.py", ["a2"])
+  assert store.find_identical_run(str(root), config, exclude=str(root / "t1")) is None
+  store.write_table_meta(str(root / "t2"), "configs/ablations/t2.py", ["a2"])
   assert "1 of the 1 runs are another table's identical runs" in results.render(str(root))
 
 
@@ -127,20 +128,20 @@ def test_a_randomized_run_is_stored_at_both_positions_and_counted_once(tmp_path)
   workdir = _workdir(tmp_path, "r")
   config = {"num_steps": 200, "randomized": {"enabled": True, "max_random_position": 64}}
   pathlib.Path(workdir, "config.json").write_text(json.dumps(config))
-  assert results.record_names("r", config) == ["r", "r@random_positions"]
-  assert results.record_names("r", {"randomized": {"enabled": False}}) == ["r"]
-  assert results.record_names("r", {}) == ["r"]
+  assert store.record_names("r", config) == ["r", "r@random_positions"]
+  assert store.record_names("r", {"randomized": {"enabled": False}}) == ["r"]
+  assert store.record_names("r", {}) == ["r"]
   table = str(root / "t1")
-  results.write_table_meta(table, "configs/ablations/t1.py", ["r"])
-  results.write_run(table, "r", _records("r", 0.0), workdir=workdir, eval_seconds=1.0)
+  store.write_table_meta(table, "configs/ablations/t1.py", ["r"])
+  store.write_run(table, "r", _records("r", 0.0), workdir=workdir, eval_seconds=1.0)
   assert results.table_status(table) == (0, 1)  # its random-position records are missing
-  assert results.find_identical_run(str(root), config) is None
-  results.write_run(table, "r@random_positions", _records("r@random_positions", 0.9),
+  assert store.find_identical_run(str(root), config) is None
+  store.write_run(table, "r@random_positions", _records("r@random_positions", 0.9),
                     workdir=workdir, eval_seconds=1.0)
   assert results.table_status(table) == (1, 1)
-  assert results.find_identical_run(str(root), config) == (table, "r")
-  copied = results.copy_run(table, "r", str(root / "t2"), "r2")
+  assert store.find_identical_run(str(root), config) == (table, "r")
+  copied = store.copy_run(table, "r", str(root / "t2"), "r2")
   assert [r["run"] for r in copied][::4] == ["r2", "r2@random_positions"]
   info = json.loads((root / "t2" / "runs" / "r2@random_positions.json").read_text())
   assert info["reused_from"] == os.path.join("t1", "runs", "r@random_positions.json")
-  assert results.has_records(str(root / "t2"), "r2", config)
+  assert store.has_records(str(root / "t2"), "r2", config)

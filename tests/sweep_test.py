@@ -300,7 +300,7 @@ def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, mo
   labels = ["", "@pi", "@dynamic_ntk", "@yarn"]  # the run and its eval-time RoPE rows
   assert [n for n, _ in evaluated] == ["rope+copy.seed0" + label for label in labels]
   assert not (table / "records").exists()  # nothing in the table until every seed is stored
-  assert sweep.results.stored_parts(str(table)) == {"rope+copy": ([0], [0, 1, 2])}
+  assert sweep.store.stored_parts(str(table)) == {"rope+copy": ([0], [0, 1, 2])}
   assert "rope+copy (seed 0 of 3)" in sweep.results.render(str(tmp_path / "results"))
 
   monkeypatch.setattr(sweep.train_lib, "train_and_evaluate", fake_train)
@@ -323,7 +323,7 @@ def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, mo
     assert [p["run"] for p in info["seed_parts"]] == [f"rope+copy.seed{s}{label}" for s in range(3)]
     assert info.get("variant_of") == ("rope+copy" if label else None)
   assert sweep.results.table_status(str(table))[0] == 1
-  assert sweep.results.stored_parts(str(table)) == {"rope+copy": ([0, 1, 2], [0, 1, 2])}
+  assert sweep.store.stored_parts(str(table)) == {"rope+copy": ([0, 1, 2], [0, 1, 2])}
 
   stale = tmp_path / "stale"  # a part trained under another config is refused, not merged
   shutil.copytree(table / "parts", stale / "parts")
@@ -333,7 +333,7 @@ def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, mo
   info_path.write_text(json.dumps(info))
   run_config = json.loads((table / "runs" / "rope+copy.json").read_text())["config"]
   with pytest.raises(ValueError, match=r"rope\+copy.seed1 in .* was trained with another config"):
-    sweep.results.merge_parts(str(stale), "rope+copy", run_config, ["pi", "dynamic_ntk", "yarn"])
+    sweep.store.merge_parts(str(stale), "rope+copy", run_config, ["pi", "dynamic_ntk", "yarn"])
 
   trained.clear()
   evaluated.clear()  # stored: neither trained nor evaluated again, split or not

@@ -46,6 +46,7 @@ from typing import Any, Mapping, Sequence
 import ml_collections
 import numpy as np
 
+from relpos_jax.data import finite
 from relpos_jax.data import vocab as vocab_lib
 
 PREFIX = "lm:"
@@ -179,7 +180,6 @@ def tfds_corpus(name: str, *, data_dir: str | None, text_key: str,
     FileNotFoundError: the dataset is not prepared in data_dir.
     ValueError: a missing split or text feature.
   """
-  from relpos_jax.data import pipeline  # pylint: disable=g-import-not-at-top (cycle)
   if len(splits) != 3:
     raise ValueError(f"tfds_splits must name 3 splits (train, validation, test), got "
                      f"{list(splits)}")
@@ -189,7 +189,7 @@ def tfds_corpus(name: str, *, data_dir: str | None, text_key: str,
       raise ValueError(f"TFDS dataset {name!r} examples have no key {text_key!r}; their keys "
                        f"are {sorted(example)}: set data.tfds_text_key to the right one")
 
-  by_split = pipeline.read_tfds_splits(name, data_dir=data_dir, splits=tuple(splits),
+  by_split = finite.read_tfds_splits(name, data_dir=data_dir, splits=tuple(splits),
                                        split_fields=("data.tfds_splits",) * 3, check=check)
   documents = {}
   for role, records in zip(SPLITS, by_split):

@@ -4,7 +4,6 @@
 
 * `train_batch(step, batch_size)`: a pure function of (seed, step, batch_size),
   so a resumed run sees exactly the batches it would have seen;
-  `train_iterator(batch_size, start_step)` yields them forever;
 * `eval_batches(length, batch_size, num_examples=None, sample_seed=0)`: the
   fixed, finite eval set at one length (`eval_size(length)` examples), or a
   seeded uniform random sample of it (never a prefix in generation order);
@@ -31,31 +30,29 @@ by a fixed seed independent of the run seed: every run trains on the same rest.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
-import os
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import ml_collections
 import numpy as np
 
+from relpos_jax.data import batching
+from relpos_jax.data import finite
 from relpos_jax.data import lm
 from relpos_jax.data import scan
 from relpos_jax.data import tasks
 from relpos_jax.data import vocab as vocab_lib
 
-Example = tuple[Sequence[int], Sequence[int]]  # (input ids, target ids without EOS)
-Batch = dict[str, np.ndarray]
+Example = batching.Example
+Batch = batching.Batch
 TFDS_PREFIX = "tfds:"
-_DEFAULT_TFDS_DATA_DIR = "~/tensorflow_datasets"  # TFDS's own default
 # First words of the numpy seeds this module draws from (tasks.py uses 0 and 1), so
 # no two of these streams, nor a training or eval stream, ever coincide.
 _SHUFFLE_STREAM = 2  # the epoch permutations of a finite training set
 _EVAL_SAMPLE_STREAM = 3  # `eval_batches(num_examples=...)`'s random samples
 _VALIDATION_STREAM = 4  # synthetic validation examples
-_HOLDOUT_STREAM = 5  # which training inputs of a finite source are held out
-HOLDOUT_SEED = 20_230_101  # fixed, so every run of a table trains on the same examples
+# 5: which training inputs of a finite source are held out (finite.py)
 # A synthetic training length gets validation examples only if it has at least this
 # many distinct inputs (see `validation_lengths`).
 MIN_VALIDATION_INPUTS = 10**6
@@ -109,7 +106,7 @@ class Dataset:
     if step < 0 or batch_size < 1:
       raise ValueError(f"need step >= 0 and batch_size >= 1, got step={step}, "
                        f"batch_size={batch_size}")
-    return make_batch(self._train_examples(step, batch_size), self.length_buckets)
+    return batching.make_batch(self._train_examples(step, batch_size), self.length_buckets)
 
   def train_rows(self, step: int, batch_size: int, rows: slice) -> Batch:
     """Rows `rows` of `train_batch(step, batch_size)`, building only those rows.
@@ -134,27 +131,12 @@ class Dataset:
     mine = examples[rows]
     if not mine:
       raise ValueError(f"rows {rows} of a batch of {batch_size} select no example")
-    lengths = (bucket_length(max(len(x) for x, _ in examples), self.length_buckets),
-               bucket_length(max(len(y) for _, y in examples) + 1, self.length_buckets))
-    batch = make_batch(mine, self.length_buckets)
+    lengths = (batching.bucket_length(max(len(x) for x, _ in examples), self.length_buckets),
+               batching.bucket_length(max(len(y) for _, y in examples) + 1, self.length_buckets))
+    batch = batching.make_batch(mine, self.length_buckets)
     return {key: np.pad(batch[key], ((0, 0), (0, n - batch[key].shape[1])),
                         constant_values=vocab_lib.PAD_ID)
             for key, n in zip(("inputs", "targets"), lengths)}
-
-  def train_iterator(self, batch_size: int, start_step: int = 0) -> Iterator[Batch]:
-    """Yields `train_batch(step, batch_size)` for step = start_step, start_step + 1, ... forever.
-
-    Args:
-      batch_size: number of examples per batch.
-      start_step: the first step (resume from a checkpoint's step).
-
-    Returns:
-      An infinite iterator of training batches.
-    """
-    step = start_step
-    while True:
-      yield self.train_batch(step, batch_size)
-      step += 1
 
   def eval_size(self, length: int) -> int:
     """How many eval examples exist at `length` (synthetic: `eval_examples_per_length`).
@@ -207,7 +189,7 @@ class Dataset:
       rng = np.random.default_rng([_EVAL_SAMPLE_STREAM, int(sample_seed), int(length)])
       keep = np.sort(rng.choice(len(examples), size=num_examples, replace=False))
       examples = [examples[i] for i in keep]
-    return _padded_batches(examples, batch_size, self.length_buckets)
+    return batching.padded_batches(examples, batch_size, self.length_buckets)
 
   def validation_batches(self, batch_size: int) -> Iterator[Batch]:
     """The held-out in-distribution validation set, in batches of exactly `batch_size` rows.
@@ -222,7 +204,7 @@ class Dataset:
     """
     if batch_size < 1:
       raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    return _padded_batches(self._validation_examples(), batch_size, self.length_buckets)
+    return batching.padded_batches(self._validation_examples(), batch_size, self.length_buckets)
 
   def validation_info(self) -> dict[str, Any]:
     """What the validation set is, for records.
@@ -239,66 +221,12 @@ class Dataset:
 
   def max_padded_lengths(self) -> tuple[int, int]:
     """(S, T): the largest padded input and target lengths any train or eval batch can have."""
-    return tuple(bucket_length(n, self.length_buckets) for n in self._max_lengths)
+    return tuple(batching.bucket_length(n, self.length_buckets) for n in self._max_lengths)
 
   def _check_eval_length(self, length: int) -> None:
     """ValueError listing the eval lengths if `length` is not one of them."""
     if length not in self.eval_lengths:
       raise ValueError(f"no eval set at length {length}; eval lengths are {self.eval_lengths}")
-
-
-def _padded_batches(examples: Sequence[Example], batch_size: int,
-                    buckets: Sequence[int]) -> Iterator[Batch]:
-  """Batches of exactly `batch_size` rows with `weights`; the last is padded with copies."""
-  for start in range(0, len(examples), batch_size):
-    chunk = list(examples[start:start + batch_size])
-    weights_B = np.zeros(batch_size, np.float32)
-    weights_B[:len(chunk)] = 1.0
-    chunk = [chunk[i % len(chunk)] for i in range(batch_size)]
-    yield {**make_batch(chunk, buckets), "weights": weights_B}
-
-
-def bucket_length(n: int, buckets: Sequence[int]) -> int:
-  """The smallest bucket >= n.
-
-  Args:
-    n: a sequence length.
-    buckets: sorted bucket lengths.
-
-  Returns:
-    The padded length.
-
-  Raises:
-    ValueError: if n exceeds the largest bucket.
-  """
-  for b in buckets:
-    if b >= n:
-      return b
-  raise ValueError(f"a sequence of {n} tokens is longer than the largest length bucket "
-                   f"{buckets[-1]}; add a bucket >= {n} to length_buckets")
-
-
-def make_batch(examples: Sequence[Example], buckets: Sequence[int]) -> Batch:
-  """Pads examples into one batch.
-
-  Args:
-    examples: (input ids, target ids) pairs, targets without EOS.
-    buckets: sorted bucket lengths.
-
-  Returns:
-    {"inputs": int32 [B, S], "targets": int32 [B, T]}: right-padded with PAD_ID,
-    each target followed by EOS_ID; S, T the buckets of the longest input and
-    target (+1 for EOS).
-  """
-  seq_len = bucket_length(max(len(x) for x, _ in examples), buckets)
-  tgt_len = bucket_length(max(len(y) for _, y in examples) + 1, buckets)
-  inputs_BxS = np.full((len(examples), seq_len), vocab_lib.PAD_ID, np.int32)
-  targets_BxT = np.full((len(examples), tgt_len), vocab_lib.PAD_ID, np.int32)
-  for i, (x, y) in enumerate(examples):
-    inputs_BxS[i, :len(x)] = x
-    targets_BxT[i, :len(y)] = y
-    targets_BxT[i, len(y)] = vocab_lib.EOS_ID
-  return {"inputs": inputs_BxS, "targets": targets_BxT}
 
 
 def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
@@ -370,13 +298,13 @@ def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
     raise ValueError(f"validation_fraction={validation_fraction}; set it in (0, 1), e.g. 0.1")
   if task == "scan":
     scan.check_split(scan_split)
-    return _finite_dataset(_encoded_scan(scan_split, validation_fraction), seed=seed,
+    return _finite_dataset(finite.encoded_scan(scan_split, validation_fraction), seed=seed,
                            buckets=buckets)
   if task.startswith(TFDS_PREFIX):
-    train, test = _read_tfds(task.removeprefix(TFDS_PREFIX), data_dir=tfds_data_dir,
+    train, test = finite.read_tfds(task.removeprefix(TFDS_PREFIX), data_dir=tfds_data_dir,
                              input_key=tfds_input_key, target_key=tfds_target_key,
                              splits=(tfds_train_split, tfds_eval_split))
-    return _finite_dataset(_encode_pairs(train, test, validation_fraction), seed=seed,
+    return _finite_dataset(finite.encode_pairs(train, test, validation_fraction), seed=seed,
                            buckets=buckets)
   return _synthetic_dataset(task, seed=seed, vocab_size=vocab_size, min_length=min_train_length,
                             max_length=max_train_length, eval_lengths=eval_lengths,
@@ -490,7 +418,7 @@ def _synthetic_dataset(name: str, *, seed: int, vocab_size: int, min_length: int
   longest = max([max_length] + eval_lengths)
   max_lengths = (longest, max(target_bound(n) for n in [max_length] + eval_lengths) + 1)
   for n in max_lengths:
-    bucket_length(n, buckets)  # raises before any data is made
+    batching.bucket_length(n, buckets)  # raises before any data is made
 
   def encode(examples: list[tasks.Example]) -> list[Example]:
     """Symbols -> ids."""
@@ -518,82 +446,7 @@ def _synthetic_dataset(name: str, *, seed: int, vocab_size: int, min_length: int
                  validation_info=validation_info)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Encoded:
-  """A finite source, encoded: vocabulary, training / validation ids, test ids by length."""
-  vocab: vocab_lib.Vocab
-  train: tuple[Example, ...]
-  validation: tuple[Example, ...]  # grouped by target length, shorter first
-  test_by_length: dict[int, tuple[Example, ...]]
-  validation_info: dict[str, Any]
-
-
-def hold_out(inputs: Sequence[str], fraction: float) -> set[str]:
-  """The distinct inputs held out of a finite training split as its validation set.
-
-  A fixed share of the distinct inputs, chosen by the fixed HOLDOUT_SEED: it
-  depends on neither the run seed nor the order of the split (the distinct
-  inputs are sorted before the seeded permutation picks from them), so every
-  run, from the grammar or from a TFDS build, holds out the same ones. Every
-  example whose input is held out goes to validation, so no validation input is
-  ever trained on, even where the split repeats an input.
-
-  Args:
-    inputs: each training example's input, as text.
-    fraction: the share to hold out, in (0, 1).
-
-  Returns:
-    round(fraction * number of distinct inputs) of them, at least 1, at most
-    all but 1.
-
-  Raises:
-    ValueError: fewer than 2 distinct inputs.
-  """
-  distinct = sorted(set(inputs))
-  if len(distinct) < 2:
-    raise ValueError(f"cannot hold out validation inputs from a training split with "
-                     f"{len(distinct)} distinct input(s)")
-  count = min(max(1, round(fraction * len(distinct))), len(distinct) - 1)
-  order = np.random.default_rng([_HOLDOUT_STREAM, HOLDOUT_SEED]).permutation(len(distinct))
-  return {distinct[i] for i in order[:count]}
-
-
-def _encode_pairs(train: Sequence[tuple[Any, Any]], test: Sequence[tuple[Any, Any]],
-                  validation_fraction: float) -> _Encoded:
-  """Tokenizes and encodes a finite source, holding out `validation_fraction` of its inputs."""
-  train, test = [_tokenize(p) for p in train], [_tokenize(p) for p in test]
-  if not train or not test:
-    raise ValueError(f"empty data: {len(train)} training and {len(test)} eval examples; "
-                     "check tfds_train_split and tfds_eval_split")
-  vocab = vocab_lib.Vocab.from_sequences(seq for pair in train for seq in pair)
-  held = hold_out([" ".join(x) for x, _ in train], validation_fraction)
-  is_held = [" ".join(x) in held for x, _ in train]
-  validation = sorted((_encode(vocab, p) for p, h in zip(train, is_held) if h),
-                      key=lambda e: len(e[1]))
-  by_length: dict[int, list[Example]] = {}
-  for p in test:
-    by_length.setdefault(len(p[1]), []).append(_encode(vocab, p))
-  info = {"num_examples": len(validation), "lengths": sorted({len(y) for _, y in validation}),
-          "length_unit": "target tokens", "source": "held_out_split",
-          "rule": (f"{len(held)} of the training split's {len(set(' '.join(x) for x, _ in train))} "
-                   f"distinct inputs ({validation_fraction:g}), chosen by the fixed holdout "
-                   "seed and never trained on"),
-          "fraction": validation_fraction, "holdout_seed": HOLDOUT_SEED}
-  return _Encoded(vocab=vocab,
-                  train=tuple(_encode(vocab, p) for p, h in zip(train, is_held) if not h),
-                  validation=tuple(validation),
-                  test_by_length={n: tuple(group) for n, group in sorted(by_length.items())},
-                  validation_info=info)
-
-
-@functools.lru_cache(maxsize=4)
-def _encoded_scan(split: str, validation_fraction: float) -> _Encoded:
-  """A SCAN split, encoded once per process."""
-  pairs = scan.load_split(split)
-  return _encode_pairs(pairs["train"], pairs["test"], validation_fraction)
-
-
-def _finite_dataset(encoded: _Encoded, *, seed: int, buckets: tuple[int, ...]) -> Dataset:
+def _finite_dataset(encoded: finite.Encoded, *, seed: int, buckets: tuple[int, ...]) -> Dataset:
   """A Dataset over fixed, encoded (input, target) pairs.
 
   Training shuffles by epoch: example i of the stream is
@@ -605,7 +458,7 @@ def _finite_dataset(encoded: _Encoded, *, seed: int, buckets: tuple[int, ...]) -
                 + tuple(e for group in by_length.values() for e in group))
   max_lengths = (max(len(x) for x, _ in everything), max(len(y) for _, y in everything) + 1)
   for n in max_lengths:
-    bucket_length(n, buckets)
+    batching.bucket_length(n, buckets)
 
   @functools.lru_cache(maxsize=4)
   def permutation(epoch: int) -> np.ndarray:
@@ -622,99 +475,3 @@ def _finite_dataset(encoded: _Encoded, *, seed: int, buckets: tuple[int, ...]) -
                  max_lengths=max_lengths, num_train_examples=len(train_ids),
                  validation_examples=lambda: list(encoded.validation),
                  validation_info=encoded.validation_info)
-
-
-def _tokenize(pair: tuple[Any, Any]) -> tuple[list[str], list[str]]:
-  """(input, target) as token lists: text is split on whitespace, integers become strings."""
-  def tokens(value: Any) -> list[str]:
-    """One feature's tokens."""
-    if isinstance(value, bytes):
-      value = value.decode("utf-8")
-    if isinstance(value, str):
-      return value.split()
-    return [str(int(t)) for t in np.asarray(value).reshape(-1)]
-  return tokens(pair[0]), tokens(pair[1])
-
-
-def _encode(vocab: vocab_lib.Vocab, pair: tuple[list[str], list[str]]) -> Example:
-  """Token lists -> id tuples (no EOS); tuples are immutable and cheaper than small arrays."""
-  return tuple(vocab.encode(pair[0])), tuple(vocab.encode(pair[1]))
-
-
-def _read_tfds(name: str, *, data_dir: str | None, input_key: str, target_key: str,
-               splits: tuple[str, str]) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]:
-  """(train pairs, eval pairs) of a prepared TFDS dataset, read with `tfds.data_source`."""
-  out = read_tfds_splits(name, data_dir=data_dir, splits=splits,
-                         split_fields=("tfds_train_split", "tfds_eval_split"),
-                         check=lambda ex: _check_keys(ex, name, input_key, target_key))
-  return ([(ex[input_key], ex[target_key]) for ex in out[0]],
-          [(ex[input_key], ex[target_key]) for ex in out[1]])
-
-
-def read_tfds_splits(name: str, *, data_dir: str | None, splits: Sequence[str],
-                     split_fields: Sequence[str],
-                     check: Callable[[Mapping[str, Any]], None] | None = None
-                     ) -> list[list[Mapping[str, Any]]]:
-  """Every record of some splits of a prepared TFDS dataset, read with `tfds.data_source`.
-
-  Args:
-    name: `name[/config][:version]`.
-    data_dir: the TFDS data_dir ("" or None: $TFDS_DATA_DIR, else ~/tensorflow_datasets).
-    splits: the split names.
-    split_fields: the config key naming each split (for error messages).
-    check: called on each split's first record before reading the rest (raise on bad keys).
-
-  Returns:
-    One list of records per split.
-
-  Raises:
-    FileNotFoundError: the dataset is not prepared in data_dir.
-    ValueError: a split the dataset lacks.
-  """
-  # Imported here: tfds is only needed for "tfds:" tasks, and costs ~0.3 s to import.
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-
-  data_dir = os.path.expanduser(
-      data_dir or os.environ.get("TFDS_DATA_DIR") or _DEFAULT_TFDS_DATA_DIR)
-  dataset_dir = os.path.join(data_dir, *name.split(":")[0].split("/"))  # name[/config]
-  how_to_build = (
-      f"Build it there first: `tfds build {name.split(':')[0]} --data_dir={data_dir} "
-      f"--file_format=array_record` (building most catalog datasets needs TensorFlow, "
-      f"e.g. in another environment; for the SCAN splits: `python -m "
-      f"relpos_jax.data.scan_tfds --data_dir={data_dir}`), or set tfds_data_dir to the "
-      "directory that holds it.")
-  if not os.path.isdir(dataset_dir):
-    raise FileNotFoundError(f"TFDS dataset {name!r} not found: {dataset_dir} does not exist. "
-                            + how_to_build)
-  try:
-    sources = tfds.data_source(name, data_dir=data_dir, download=False)
-  except Exception as e:  # tfds raises several types for "not prepared here"
-    reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    raise FileNotFoundError(f"TFDS dataset {name!r} could not be read from {data_dir} "
-                            f"({reason}). " + how_to_build) from e
-  out = []
-  for split, field in zip(splits, split_fields):
-    if split not in sources:
-      raise ValueError(f"TFDS dataset {name!r} has no split {split!r}; its splits are "
-                       f"{sorted(sources)}: set {field} to one of them")
-    if len(sources[split]) and check is not None:
-      check(sources[split][0])  # before reading it all
-    out.append(_read_all(sources[split]))
-  return out
-
-
-def _read_all(source: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-  """Every record of a tfds data source, read in chunks."""
-  if not hasattr(source, "__getitems__"):
-    return [source[i] for i in range(len(source))]
-  chunk = 4096
-  return [ex for start in range(0, len(source), chunk)
-          for ex in source.__getitems__(list(range(start, min(start + chunk, len(source)))))]
-
-
-def _check_keys(example: Mapping[str, Any], name: str, input_key: str, target_key: str) -> None:
-  """ValueError naming the config fields if an example lacks the input or target key."""
-  for key, field in ((input_key, "tfds_input_key"), (target_key, "tfds_target_key")):
-    if key not in example:
-      raise ValueError(f"TFDS dataset {name!r} examples have no key {key!r}; their keys are "
-                       f"{sorted(example)}: set {field} to the right one")

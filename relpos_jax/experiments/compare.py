@@ -25,6 +25,7 @@ from relpos_jax.experiments import main_table
 from relpos_jax.experiments import report
 from relpos_jax.experiments import results
 from relpos_jax.experiments import stats
+from relpos_jax.experiments import store
 from relpos_jax.experiments import tables
 
 Record = tables.Record
@@ -53,10 +54,10 @@ def run_records(table_dir: str, run: str) -> list[Record]:
   Raises:
     FileNotFoundError: the table holds no such run (the message lists its runs).
   """
-  if not results.has_run(table_dir, run):
+  if not store.has_run(table_dir, run):
     stored = sorted(tables.by_run(results.read_table(table_dir)))
     raise FileNotFoundError(f"{table_dir} holds no run {run!r}; it holds: {', '.join(stored)}")
-  return report.read_records(results.record_path(table_dir, run))
+  return report.read_records(store.record_path(table_dir, run))
 
 
 def compare(records_a: Sequence[Record], records_b: Sequence[Record],

@@ -29,6 +29,7 @@ from relpos_jax.data import pipeline
 from relpos_jax.data import vocab as vocab_lib
 from relpos_jax.experiments import lm_report
 from relpos_jax.experiments import results
+from relpos_jax.experiments import store
 
 Record = lm_eval.Record
 CHECKPOINT_RULES = ("best", "last")
@@ -246,7 +247,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
   """Evaluates LM runs (and their eval-time variants) and stores them in a results/ table.
 
   Each run's records (and each variant's, as `<run>@<label>`, its run info saying
-  `variant_of`) go through `results.write_run`, as the seq2seq tables' do; the
+  `variant_of`) go through `store.write_run`, as the seq2seq tables' do; the
   table's report is then `lm_report`'s over every run stored so far
   (`results.read_table`), written into `results_dir`.
 
@@ -274,7 +275,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
       start = time.perf_counter()
       run_records = evaluate_workdir(workdir, run=name, **run_options)
       record_name = run_records[0]["run"]
-      results.write_run(results_dir, record_name, run_records, workdir=workdir,
+      store.write_run(results_dir, record_name, run_records, workdir=workdir,
                         eval_seconds=time.perf_counter() - start,
                         info={"variant_of": name} if record_name != name else {})
       records += run_records

@@ -31,32 +31,25 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import re
 import sys
 from typing import Any, Sequence
 
 from absl import app
 from absl import flags
 
-from relpos_jax import metric_writers
-from relpos_jax import provenance
-from relpos_jax import run_identity as run_identity_lib
-from relpos_jax import workdir as workdir_lib
 from relpos_jax.experiments import main_table
 from relpos_jax.experiments import report
+from relpos_jax.experiments import store
 from relpos_jax.experiments import summary
 from relpos_jax.experiments import tables
-from relpos_jax.positions import randomized as randomized_lib
 
 Record = tables.Record
-TABLE_FILE = "table.json"
+TABLE_FILE = store.TABLE_FILE
 NOTES_FILE = "notes.md"
 RESULTS_MD = "RESULTS.md"
 README_MD = "README.md"
 HEADLINE_TABLE = "shaw_terms"  # the table README.md shows (a complete, converged one)
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._=+@,\-]")
 HEADER = """# Results
 
 Every table below is rendered from the eval records committed under `results/<table>/`
@@ -71,349 +64,6 @@ interval (seeds and eval examples, relpos_jax/stats.py); every table pools exact
 over the same ranges, (L, 2L] and (L, 4L] (L: the longest training length), and SCAN also
 over its whole test split. Compare two runs with `python -m relpos_jax.compare`.
 """
-
-
-def _file_name(run: str) -> str:
-  """A run name as a file name (path-unsafe characters replaced)."""
-  return _UNSAFE.sub("_", run)
-
-
-def record_path(table_dir: str, run: str) -> str:
-  """`<table_dir>/records/<run>.jsonl`."""
-  return os.path.join(table_dir, "records", f"{_file_name(run)}.jsonl")
-
-
-def has_run(table_dir: str, run: str) -> bool:
-  """Whether a run's records are stored in the table folder."""
-  return os.path.exists(record_path(table_dir, run))
-
-
-def record_names(run: str, config: dict[str, Any], variants: Sequence[str] = ()) -> list[str]:
-  """The names a sweep stores a run's records under.
-
-  `run`; for a run trained at random positions also `run` +
-  `randomized.EVAL_SUFFIX` (decoded at random positions); and `run@<label>` for
-  each of the sweep's eval-time variants of the run (`sweep.eval_variants`).
-
-  Args:
-    run: the run name.
-    config: its config (JSON data or ConfigDict).
-    variants: the labels of its eval-time variants.
-
-  Returns:
-    The record names.
-  """
-  names = [run]
-  if randomized_lib.validation_sampler(config.get("randomized")) is not None:
-    names.append(run + randomized_lib.EVAL_SUFFIX)
-  return names + [f"{run}@{label}" for label in variants]
-
-
-def has_records(table_dir: str, run: str, config: dict[str, Any],
-                variants: Sequence[str] = ()) -> bool:
-  """Whether every one of `record_names(run, config, variants)` is in the table folder."""
-  return all(has_run(table_dir, name) for name in record_names(run, config, variants))
-
-
-# Keys of a stored config that do not change a run's records: where it was trained, and
-# how often it logged.
-_NOT_IDENTITY = ("provenance", "provenance_earlier", "log_every")
-
-
-def run_identity(config: dict[str, Any]) -> dict[str, Any]:
-  """What decides a run's records, from its config.json data.
-
-  Everything but `_NOT_IDENTITY`; model keys the config lacks at their
-  architecture's default (as a resume counts them); and a section switched off
-  (`enabled: false`, e.g. `randomized`) reduced to that switch, since its other
-  settings act only when it is on.
-
-  Args:
-    config: a run's config as JSON data (config.json, or `workdir.config_json`).
-
-  Returns:
-    The config to compare runs by.
-  """
-  config = run_identity_lib.with_model_defaults(
-      {k: v for k, v in config.items() if k not in _NOT_IDENTITY})
-  return {k: {"enabled": False} if isinstance(v, dict) and v.get("enabled") is False else v
-          for k, v in config.items()}
-
-
-def find_identical_run(root: str, config: dict[str, Any], *,
-                       exclude: str | None = None) -> tuple[str, str] | None:
-  """A stored run of any table under `root` with the same `run_identity` as `config`.
-
-  Args:
-    root: the results folder (`results`).
-    config: the config of the run about to be trained (JSON data).
-    exclude: a table folder not to search (the run's own).
-
-  Returns:
-    (table folder, run name) of the first match, tables in alphabetical order;
-    None if no table holds one.
-  """
-  wanted = run_identity(config)
-  skip = os.path.realpath(exclude) if exclude else None
-  for table in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-    table_dir = os.path.join(root, table)
-    runs_dir = os.path.join(table_dir, "runs")
-    if os.path.realpath(table_dir) == skip or not os.path.isdir(runs_dir):
-      continue
-    for name in sorted(os.listdir(runs_dir)):
-      with open(os.path.join(runs_dir, name)) as f:
-        info = json.load(f)
-      if (not info.get("reused_from") and not info.get("variant_of")
-          and has_records(table_dir, info["run"], info["config"])
-          and run_identity(info["config"]) == wanted):
-        return table_dir, info["run"]
-  return None
-
-
-def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list[Record]:
-  """Stores another table's run as `run` of this table: its records and run info, marked.
-
-  Every one of its `record_names` is copied (a randomized run's random-position
-  records too).
-
-  Args:
-    source_dir: the table folder that holds it.
-    source_run: its name there.
-    table_dir: this table's folder.
-    run: its name here (each record's `run` is set to it).
-
-  Returns:
-    The copied records.
-  """
-  config = _read_run_info(source_dir, source_run)["config"]
-  records = []
-  for source_name, name in zip(record_names(source_run, config), record_names(run, config)):
-    source_info = _run_info_path(source_dir, source_name)
-    info = _read_run_info(source_dir, source_name)
-    info.update(run=name, reused_from=os.path.join(
-        os.path.basename(os.path.normpath(source_dir)), "runs", os.path.basename(source_info)))
-    copied = [{**r, "run": name}
-              for r in report.read_records(record_path(source_dir, source_name))]
-    report.write_records(copied, record_path(table_dir, name))
-    _write_run_info(table_dir, name, info)
-    records += copied
-  return records
-
-
-def write_table_meta(table_dir: str, config: str, runs: Sequence[str],
-                     variants: dict[str, Sequence[str]] | None = None) -> None:
-  """Writes `table.json`: the sweep's config file, its run names in sweep order, and
-  the labels of each run's eval-time variants (`eval_variants`, where there are any).
-
-  Args:
-    table_dir: `results/<table>`.
-    config: the sweep config file (with its `:arg`, if any).
-    runs: every run name of the sweep, in order.
-    variants: run name -> its eval-time variant labels.
-  """
-  os.makedirs(table_dir, exist_ok=True)
-  meta: dict[str, Any] = {"config": config, "runs": list(runs)}
-  if variants := {run: list(labels) for run, labels in (variants or {}).items() if labels}:
-    meta["eval_variants"] = variants
-  with open(os.path.join(table_dir, TABLE_FILE), "w") as f:
-    json.dump(meta, f, indent=1)
-    f.write("\n")
-
-
-def train_seconds(workdir: str) -> float | None:
-  """Wall time of the training steps of a run, from its metrics.jsonl (None if absent).
-
-  Each `train` line holds `steps_per_sec` over the steps since the previous
-  line, so the sum of (steps / steps_per_sec) over one replica's lines is the
-  time spent in training steps (not compilation before the first step, nor
-  periodic eval or checkpointing).
-  """
-  try:
-    lines = [m for m in metric_writers.read_metrics(workdir) if m.get("kind") == "train"]
-  except FileNotFoundError:
-    return None
-  if not lines:
-    return None
-  seed = lines[0]["seed"]
-  total, previous = 0.0, 0
-  for line in (m for m in lines if m["seed"] == seed):
-    if line.get("steps_per_sec"):
-      total += (line["step"] - previous) / line["steps_per_sec"]
-    previous = line["step"]
-  return total
-
-
-def _cpu_model() -> str:
-  """The CPU's model name (/proc/cpuinfo on Linux), else the platform's word for it."""
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or platform.machine()
-
-
-def machine() -> dict[str, Any]:
-  """The machine a run was timed on: processor, core count, Python."""
-  return {"processor": _cpu_model(), "cpus": os.cpu_count(),
-          "python": sys.version.split()[0], "platform": platform.platform()}
-
-
-def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: str,
-              eval_seconds: float, info: dict[str, Any] | None = None) -> None:
-  """Stores one run's records and its run info in the table folder.
-
-  Args:
-    table_dir: `results/<table>`.
-    run: the run name.
-    records: its eval records.
-    workdir: its training workdir (config.json and metrics.jsonl are read).
-    eval_seconds: how long its evaluation took.
-    info: more fields for `runs/<run>.json` (e.g. package versions).
-  """
-  report.write_records(records, record_path(table_dir, run))
-  with open(workdir_lib.config_path(workdir)) as f:
-    config = json.load(f)
-  run_info = {"run": run, "config": config, "train_seconds": train_seconds(workdir),
-              "eval_seconds": eval_seconds, "machine": machine(),
-              "eval_provenance": provenance.provenance(), **(info or {})}
-  _write_run_info(table_dir, run, run_info)
-
-
-def _run_info_path(table_dir: str, run: str) -> str:
-  """`<table_dir>/runs/<run>.json`."""
-  return os.path.join(table_dir, "runs", f"{_file_name(run)}.json")
-
-
-def _read_run_info(table_dir: str, run: str) -> dict[str, Any]:
-  """Reads `<table_dir>/runs/<run>.json`."""
-  with open(_run_info_path(table_dir, run)) as f:
-    return json.load(f)
-
-
-def _write_run_info(table_dir: str, run: str, info: dict[str, Any]) -> None:
-  """Writes `<table_dir>/runs/<run>.json`."""
-  path = _run_info_path(table_dir, run)
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path, "w") as f:
-    json.dump(info, f, indent=1)
-    f.write("\n")
-
-
-# ------------------------------------------- runs trained one seed at a time
-
-PARTS_DIR = "parts"
-
-
-def part_name(run: str, seed: int) -> str:
-  """The name a run's single-seed part is stored under: `<run>.seed<seed>`."""
-  return f"{run}.seed{seed}"
-
-
-def parts_dir(table_dir: str) -> str:
-  """`<table_dir>/parts`: a table folder of its own for the seed parts of unfinished runs."""
-  return os.path.join(table_dir, PARTS_DIR)
-
-
-def stored_parts(table_dir: str) -> dict[str, tuple[list[int], list[int]]]:
-  """The seed parts stored so far: run -> (its seeds whose records are all stored, all its seeds).
-
-  Args:
-    table_dir: `results/<table>`.
-
-  Returns:
-    Runs with at least one stored part (merged runs included), seeds ascending.
-  """
-  directory = os.path.join(parts_dir(table_dir), "runs")
-  found: dict[str, tuple[list[int], list[int]]] = {}
-  for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
-    with open(os.path.join(directory, name)) as f:
-      info = json.load(f)
-    run, seed = info.get("part_of"), info["config"]["seed"]
-    if (run and info["run"] == part_name(run, seed)
-        and has_records(parts_dir(table_dir), info["run"], info["config"],
-                        info.get("part_variants", ()))):
-      found.setdefault(run, ([], sorted(info["seeds_of_run"])))[0].append(int(seed))
-  return {run: (sorted(done), seeds) for run, (done, seeds) in found.items()}
-
-
-def part_info(run: str, config: dict[str, Any], variants: Sequence[str] = ()) -> dict[str, Any]:
-  """The fields a part's `runs/<part>.json` adds: its run, the run's seeds, its variants."""
-  return {"part_of": run, "seeds_of_run": _run_seeds(config), "part_variants": list(variants)}
-
-
-def _run_seeds(config: dict[str, Any]) -> list[int]:
-  """The seeds of a run's replicas: `seed`, `seed + 1`, ... (`num_seeds` of them)."""
-  return [int(config["seed"]) + k for k in range(int(config["num_seeds"]))]
-
-
-_PART_PROVENANCE = ("provenance", "provenance_earlier")  # each part's own: in seed_parts
-
-
-def merge_parts(table_dir: str, run: str, config: dict[str, Any],
-                variants: Sequence[str] = ()) -> list[Record] | None:
-  """Stores a run from its single-seed parts once every seed's are stored.
-
-  Part k (seed `config.seed + k`) becomes replica k: its records are the run's
-  records for that seed, as if the seeds had been trained together
-  (train_lib_test checks replica k of a run equals the single run of its seed to
-  float rounding). `runs/<run>.json` holds the run's config (the parts' own, with
-  `seed` and `num_seeds` of the run), the summed training and eval time, and
-  `seed_parts`: each part's name, seed, times and training provenance.
-
-  Args:
-    table_dir: `results/<table>`.
-    run: the run name.
-    config: the run's config (JSON data): `seed`, `num_seeds`, `randomized`.
-    variants: the labels of its eval-time variants.
-
-  Returns:
-    The merged records (every one of `record_names`), or None while a part is missing.
-
-  Raises:
-    ValueError: a part was trained with another config than the run's (but its seed).
-  """
-  seeds = _run_seeds(config)
-  source = parts_dir(table_dir)
-  names = record_names(run, config, variants)
-  if not all(has_records(source, part_name(run, seed), config, variants) for seed in seeds):
-    return None
-  wanted = run_identity(config)
-  part_infos = [_read_run_info(source, part_name(run, seed)) for seed in seeds]
-  for seed, part in zip(seeds, part_infos):
-    if run_identity({**part["config"], "seed": config["seed"],
-                     "num_seeds": config["num_seeds"]}) != wanted:
-      raise ValueError(f"{part_name(run, seed)} in {source} was trained with another config "
-                       f"than {run}'s (the sweep changed since?): delete its records and runs "
-                       "files there to train it again")
-  merged = []
-  for name in names:
-    suffix = name[len(run):]  # "", "@random_positions", "@<label>"
-    records = [{**r, "run": name, "replica": replica}
-               for replica, seed in enumerate(seeds)
-               for r in report.read_records(record_path(source, part_name(run, seed) + suffix))]
-    infos = part_infos if not suffix else [_read_run_info(source, part_name(run, seed) + suffix)
-                                           for seed in seeds]
-    run_config = {k: v for k, v in infos[0]["config"].items() if k not in _PART_PROVENANCE}
-    run_config.update(seed=seeds[0], num_seeds=len(seeds))
-    info = {"run": name, "config": run_config,
-            "train_seconds": sum(i.get("train_seconds") or 0.0 for i in infos),
-            "eval_seconds": sum(i.get("eval_seconds") or 0.0 for i in infos),
-            "machine": infos[0]["machine"], "eval_provenance": infos[0]["eval_provenance"],
-            "seed_parts": [{"run": i["run"], "seed": seed,
-                            "train_seconds": i.get("train_seconds"),
-                            "eval_seconds": i.get("eval_seconds"), "machine": i["machine"],
-                            **{k: i["config"][k] for k in _PART_PROVENANCE
-                               if k in i["config"]}}
-                           for i, seed in zip(infos, seeds)]}
-    if name != run:
-      info["variant_of"] = run
-    report.write_records(records, record_path(table_dir, name))
-    _write_run_info(table_dir, name, info)
-    merged += records
-  return merged
 
 
 def read_table(table_dir: str) -> list[Record]:
@@ -434,7 +84,7 @@ def read_table(table_dir: str) -> list[Record]:
   meta = os.path.join(table_dir, TABLE_FILE)
   if os.path.exists(meta):
     with open(meta) as f:
-      order = [f"{_file_name(r)}.jsonl" for r in json.load(f)["runs"]]
+      order = [f"{store.file_name(r)}.jsonl" for r in json.load(f)["runs"]]
   variants = {n: [v for v in stored if v.startswith(n[:-len(".jsonl")] + "@") and v not in order]
               for n in order}  # `<run>@random_positions` right after `<run>`
   names = [v for n in order if n in stored for v in [n, *variants[n]]]
@@ -464,9 +114,9 @@ def table_status(table_dir: str) -> tuple[int, int]:
       info = json.load(f)
     if not info.get("variant_of"):
       configs[info["run"]] = info["config"]
-  done = sum(run in configs and has_records(table_dir, run, configs[run], variants.get(run, ()))
+  done = sum(run in configs and store.has_records(table_dir, run, configs[run], variants.get(run, ()))
              for run in runs)
-  extra = sum(run not in runs and has_records(table_dir, run, configs[run]) for run in configs)
+  extra = sum(run not in runs and store.has_records(table_dir, run, configs[run]) for run in configs)
   return done + extra, len(runs) + extra
 
 
@@ -543,12 +193,12 @@ def render(root: str) -> str:
         config = json.load(f)["config"]
     partly = [f"{run} (seed{'s' * (len(done_seeds) > 1)} "
               f"{', '.join(map(str, done_seeds))} of {len(seeds)})"
-              for run, (done_seeds, seeds) in stored_parts(table_dir).items()
-              if not has_run(table_dir, run)]
+              for run, (done_seeds, seeds) in store.stored_parts(table_dir).items()
+              if not store.has_run(table_dir, run)]
     lines = [f"## {table}", "",
              f"`{config}`: {done} of {total} runs stored"
              + ("." if done == total else " (the table is incomplete).")
-             + (f" Trained one seed at a time, seeds stored so far (`{PARTS_DIR}/`, not in "
+             + (f" Trained one seed at a time, seeds stored so far (`{store.PARTS_DIR}/`, not in "
                 f"the table until all are): {'; '.join(partly)}." if partly else "")]
     notes = os.path.join(table_dir, NOTES_FILE)
     if os.path.exists(notes):

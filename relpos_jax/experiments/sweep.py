@@ -74,6 +74,7 @@ from relpos_jax import train_lib
 from relpos_jax import workdir as workdir_lib
 from relpos_jax.experiments import results
 from relpos_jax.experiments import runner
+from relpos_jax.experiments import store
 from relpos_jax.experiments import sweep_spec
 from relpos_jax.experiments import tables
 from relpos_jax.positions import randomized as randomized_lib
@@ -154,7 +155,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
   whose records are already stored is neither trained nor evaluated again, so a
   table can be completed a few runs at a time; with `reuse`, a run that another
   table in the same results folder stored with an identical config
-  (`results.find_identical_run`) is copied from there instead of trained.
+  (`store.find_identical_run`) is copied from there instead of trained.
 
   Args:
     config: the sweep config file (`"path.py[:arg]"`) or its module.
@@ -174,7 +175,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
       with the default `lengths` and `batch_size`, which the records were made with).
     split_seeds: train each run one seed at a time (`seed_part_config`; needs
       `results_dir`): each seed's records are stored as soon as it is trained
-      (`results.parts_dir`) and merged into the run's once all are, so a run
+      (`store.parts_dir`) and merged into the run's once all are, so a run
       longer than a working session can be completed over several.
     command_line: `--config.KEY=VALUE` overrides, applied to every run after
       the sweep's own (see `apply_command_line`).
@@ -206,7 +207,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
   if distributed.is_writer():
     _write_sweep_file(sweep_dir, source, [n for n, _ in all_runs], overrides)
     if results_dir:
-      results.write_table_meta(results_dir, source, [n for n, _ in all_runs],
+      store.write_table_meta(results_dir, source, [n for n, _ in all_runs],
                                {n: list(v) for n, v in variants.items()})
   if shard_spec:
     logging.info("shard %s: %d of the %d runs: %s", shard, len(mine), len(runs),
@@ -217,11 +218,11 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
 
   def stored(name: str, run_config: ml_collections.ConfigDict) -> bool | tuple[str, str]:
     """True if the table holds the run; (table, run) of an identical run to copy; else False."""
-    if results_dir and results.has_records(results_dir, name, run_config,
+    if results_dir and store.has_records(results_dir, name, run_config,
                                            list(variants.get(name, {}))):
       return True
     # A run with eval-time variants is trained here: a copy would lack their records.
-    found = reuse_root and not variants.get(name) and results.find_identical_run(
+    found = reuse_root and not variants.get(name) and store.find_identical_run(
         reuse_root, workdir_lib.config_json(run_config), exclude=results_dir)
     return found or False
 
@@ -234,7 +235,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
       continue
     if found:
       if distributed.is_writer():
-        records += results.copy_run(*found, results_dir, name)
+        records += store.copy_run(*found, results_dir, name)
       logging.info("%s: %s stored an identical run (%s), copied instead of trained", label,
                    *found)
       continue
@@ -291,13 +292,13 @@ def _train_parts(sweep_dir: str, name: str, config: ml_collections.ConfigDict, l
                  results_dir: str, variants: Mapping[str, Sequence[str]], *, run_eval: bool,
                  **options) -> list[dict]:
   """Trains and stores a run's missing seed parts, then merges them if all are stored."""
-  parts_dir = results.parts_dir(results_dir)
+  parts_dir = store.parts_dir(results_dir)
   config_data = workdir_lib.config_json(config)
   records: list[dict] = []
   for k in range(config.num_seeds):
     part_config = seed_part_config(config, k)
-    part = results.part_name(name, part_config.seed)
-    if results.has_records(parts_dir, part, config_data, list(variants)):
+    part = store.part_name(name, part_config.seed)
+    if store.has_records(parts_dir, part, config_data, list(variants)):
       logging.info("%s: seed %d stored in %s, skipping", label, part_config.seed, parts_dir)
       continue
     workdir = os.path.join(sweep_dir, part)
@@ -306,10 +307,10 @@ def _train_parts(sweep_dir: str, name: str, config: ml_collections.ConfigDict, l
     if run_eval and distributed.is_writer():
       records += evaluate_into_results(
           [workdir], [part], parts_dir, variants={part: variants},
-          info=results.part_info(name, config_data, list(variants)), **options)
+          info=store.part_info(name, config_data, list(variants)), **options)
   if not distributed.is_writer():
     return []
-  merged = results.merge_parts(results_dir, name, config_data, list(variants))
+  merged = store.merge_parts(results_dir, name, config_data, list(variants))
   if merged is None:
     return records
   logging.info("%s: every seed stored: merged into %s", label, results_dir)
@@ -324,7 +325,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
 
   Unless `options` ask for one particular evaluation (`random_positions` or
   `overrides`), each run gets every evaluation its table shows
-  (`results.record_names`): at 0..L-1; for a run trained at random positions
+  (`store.record_names`): at 0..L-1; for a run trained at random positions
   also at random positions, as Ruoss et al. evaluate it; and each of its
   eval-time variants (`eval_variants`), stored as `<run>@<label>`. A variant's
   `runs/<name>.json` says `variant_of` its run.
@@ -334,7 +335,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
     names: their run names.
     results_dir: the table folder (`results/<table>`).
     variants: run name -> {label: `key=value` eval overrides} (`eval_variants`).
-    info: more fields for every `runs/<name>.json` it writes (`results.part_info`).
+    info: more fields for every `runs/<name>.json` it writes (`store.part_info`).
     allow_dirty: store records from a tree with uncommitted changes (refused by
       default, checked before each run: `provenance.check_clean_tree`).
     **options: `runner.evaluate_runs`' options (lengths, batch_size, EvalOptions fields).
@@ -347,11 +348,11 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
   for workdir, name in zip(workdirs, names):
     with errors.user_errors():
       provenance.check_clean_tree(allow_dirty)
-    def store(record_name, workdir, run_records, seconds, run=name):
-      results.write_run(results_dir, record_name, run_records, workdir=workdir,
-                        eval_seconds=seconds,
-                        info={**(info or {}), **({"variant_of": run} if record_name != run
-                                                 else {})})
+    def write(record_name, workdir, run_records, seconds, run=name):
+      store.write_run(results_dir, record_name, run_records, workdir=workdir,
+                      eval_seconds=seconds,
+                      info={**(info or {}), **({"variant_of": run} if record_name != run
+                                               else {})})
 
     plan = [options]
     if not asked:
@@ -361,7 +362,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
       plan += [{**options, "overrides": list(overrides), "variant": label}
                for label, overrides in (variants or {}).get(name, {}).items()]
     for run_options in plan:
-      records += runner.evaluate_runs([workdir], None, names=[name], on_run=store,
+      records += runner.evaluate_runs([workdir], None, names=[name], on_run=write,
                                         **run_options)
   return records
 
