@@ -54,7 +54,6 @@ from relpos_jax.experiments import runner
 from relpos_jax.experiments import store
 from relpos_jax.experiments import sweep
 from relpos_jax.experiments import sweep_spec
-from relpos_jax.experiments import tables
 
 _WORKDIR = flags.DEFINE_multi_string("workdir", None, "A training workdir to evaluate "
                                      "(repeat the flag for several runs).")
@@ -153,7 +152,7 @@ def main(argv):
       results.write_table_report(_RESULTS_DIR.value)
     else:
       records = runner.evaluate_runs(workdirs, out, **options)
-  print(tables.report(records))
+  print(report.markdown(records))
   logging.info("wrote %s", ", ".join(os.path.join(out, f) for f in report.REPORT_FILES.values()))
 
 

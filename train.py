@@ -45,6 +45,7 @@ from relpos_jax import errors
 from relpos_jax import log_setup
 from relpos_jax import preemption
 from relpos_jax import train_lib
+from relpos_jax.experiments import anatomy_table
 from relpos_jax.experiments import lm_report
 from relpos_jax.experiments import sweep
 from relpos_jax.experiments import sweep_spec
@@ -93,7 +94,7 @@ def _train(config_file: str, is_sweep: bool) -> None:
       print(lm_report.any_markdown(records))
     elif records:
       print(tables.exact_match_table(records))
-      print(tables.error_table(records))
+      print(anatomy_table.error_table(records))
     return
   if _RUNS.value or _SHARD.value or _RESULTS_DIR.value or _SPLIT_SEEDS.value:
     raise app.UsageError(f"--runs, --sweep_shard, --results_dir and --split_seeds need a sweep "

@@ -10,6 +10,7 @@ import pytest
 
 from relpos_jax import train_lib
 from relpos_jax import workdir as workdir_lib
+from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import report
 from relpos_jax.experiments import results
 from relpos_jax.experiments import sweep
@@ -51,12 +52,12 @@ def test_eval_main_on_one_workdir(workdir):
                       "--oracle_length", "--dump_predictions")
   assert result.returncode == 0, result.stderr[-3000:]
   out = os.path.join(workdir, "eval")
-  records = report.read_records(os.path.join(out, "extrapolation.jsonl"))
+  records = records_lib.read_jsonl(os.path.join(out, "extrapolation.jsonl"))
   assert [(r["run"], r["seed"], r["length"]) for r in records] == [
       ("learned", 0, n) for n in (4, 8, 16)]
   assert [r["num_examples"] for r in records] == [3, 3, 0]
   assert records[2]["error"] and all(r["error"] is None for r in records[:2])
-  for key in report.METRIC_KEYS + report.ORACLE_KEYS:
+  for key in records_lib.KEYS:
     assert key in records[0], key
   table = pathlib.Path(out, "extrapolation.md").read_text()
   assert "### Oracle exact match vs length" in table and "### Failure anatomy" in table
@@ -68,7 +69,7 @@ def test_eval_main_on_one_workdir(workdir):
   _assert_png(os.path.join(out, "accuracy_vs_length.png"))
   assert "eval 3/3 | run learned seed 0 length 16: n/a" in result.stderr  # progress
   assert "ETA" in result.stderr
-  predictions = report.read_records(os.path.join(out, report.PREDICTIONS_FILE))
+  predictions = records_lib.read_jsonl(os.path.join(out, report.PREDICTIONS_FILE))
   assert [(p["run"], p["seed"], p["length"]) for p in predictions] == [("learned", 0, 4)] * 3 + [
       ("learned", 0, 8)] * 3  # length 16 is not representable: nothing decoded
   for p in predictions:
@@ -106,7 +107,7 @@ def test_eval_main_on_a_sweep_dir(sweep_dir):
   result = _eval_main("--sweep_dir", sweep_dir)
   assert result.returncode == 0, result.stderr[-3000:]
   out = os.path.join(sweep_dir, "eval")
-  records = report.read_records(os.path.join(out, "extrapolation.jsonl"))
+  records = records_lib.read_jsonl(os.path.join(out, "extrapolation.jsonl"))
   assert [(r["run"], r["seed"], r["length"]) for r in records] == [
       (run, seed, n) for run in RUNS for seed in (0, 1) for n in (4, 8)]
   table = pathlib.Path(out, "extrapolation.md").read_text()

@@ -19,6 +19,7 @@ from relpos_jax import workdir as workdir_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
 from relpos_jax.experiments import checkpoints
+from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import report
 from relpos_jax.experiments import runner
 from relpos_jax.experiments import sweep_spec
@@ -123,10 +124,10 @@ def test_records_round_trip_nan_as_null(tmp_path):
              {"run": "a", "length": 40, "exact_match": NAN, "oracle_exact_match": NAN,
               "error": "too long"}]
   path = str(tmp_path / "x" / "extrapolation.jsonl")
-  report.write_records(records, path)
+  records_lib.write_jsonl(records, path)
   text = pathlib.Path(path).read_text()
   assert "NaN" not in text and json.loads(text.splitlines()[1])["exact_match"] is None
-  back = report.read_records(path)
+  back = records_lib.read_jsonl(path)
   assert back[0] == records[0]
   assert math.isnan(back[1]["exact_match"]) and math.isnan(back[1]["oracle_exact_match"])
 
@@ -175,7 +176,7 @@ def test_evaluate_length_of_any_architecture(arch):
   record = evaluate.evaluate_length(model, params, dataset, 8, batch_size=4, num_examples=6,
                                     oracle_length=True)
   assert record["length"] == 8 and record["num_examples"] == 6
-  assert set(report.METRIC_KEYS + report.ORACLE_KEYS) <= set(record)
+  assert set(records_lib.KEYS) <= set(record)
   assert record["loss"] > 0 and 0 <= record["oracle_token_accuracy"] <= 1
   batch = next(dataset.eval_batches(8, 4))
   oracle = evaluate.decode_and_score(model, params, batch, oracle_length=True)
@@ -210,7 +211,7 @@ def test_evaluate_workdir_every_replica_and_not_representable(learned_workdir):
       assert r["content_errors"] + r["stop_errors"] == pytest.approx(1.0 - r["exact_match"])
       assert r["loss"] > 0 and "oracle_exact_match" not in r
   out = os.path.join(learned_workdir, "eval")
-  saved = report.read_records(os.path.join(out, "extrapolation.jsonl"))
+  saved = records_lib.read_jsonl(os.path.join(out, "extrapolation.jsonl"))
   assert len(saved) == 6 and math.isnan(saved[2]["exact_match"])
   assert [r["exact_match"] for r in saved[:2]] == [r["exact_match"] for r in records[:2]]
   table = pathlib.Path(out, "extrapolation.md").read_text()

@@ -314,7 +314,7 @@ def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, mo
   assert (saved["seed"], saved["num_seeds"]) == (2, 1)
   assert sorted({r["run"] for r in records}) == sorted("rope+copy" + label for label in labels)
   for label in labels:
-    rows = sweep.results.report.read_records(str(table / "records" / f"rope+copy{label}.jsonl"))
+    rows = sweep.results.records_lib.read_jsonl(str(table / "records" / f"rope+copy{label}.jsonl"))
     assert [(r["run"], r["replica"]) for r in rows] == [("rope+copy" + label, k) for k in range(3)]
     info = json.loads((table / "runs" / f"rope+copy{label}.json").read_text())
     assert (info["config"]["seed"], info["config"]["num_seeds"]) == (0, 3)

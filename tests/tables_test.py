@@ -5,6 +5,9 @@ import csv
 import numpy as np
 import pytest
 
+from relpos_jax.experiments import anatomy_table
+from relpos_jax.experiments import report
+from relpos_jax.experiments import table_csv
 from relpos_jax.experiments import tables
 
 NAN = float("nan")
@@ -128,7 +131,7 @@ def _anatomy_records():
 
 
 def test_error_table_is_the_failure_anatomy():
-  text = tables.error_table(_anatomy_records())
+  text = anatomy_table.error_table(_anatomy_records())
   lines = text.splitlines()
   assert lines[0] == "### Failure anatomy — task copy"
   assert lines[2] == ("| run | length | × train | failures | too short | too long | right length "
@@ -146,12 +149,12 @@ def test_error_table_is_the_failure_anatomy():
 def test_error_table_without_oracle_or_dashes():
   records = [{k: v for k, v in r.items() if k != "oracle_exact_match"}
              for r in _anatomy_records() if r["run"] == "b" and r["length"] == 10]
-  body = tables.error_table(records).split("\n", 1)[1]
+  body = anatomy_table.error_table(records).split("\n", 1)[1]
   assert "oracle" not in body and "—" not in body and "n/a" not in body
 
 
 def test_report_holds_every_main_metric_present():
-  text = tables.report(_anatomy_records())
+  text = report.markdown(_anatomy_records())
   titles = [line for line in text.splitlines() if line.startswith("### ")]
   assert titles == ["### Exact match vs length — task copy",
                     "### Token accuracy vs length — task copy",
@@ -161,7 +164,7 @@ def test_report_holds_every_main_metric_present():
 
 def test_write_csv_one_row_per_run(tmp_path):
   path = tmp_path / "sub" / "extrapolation.csv"
-  tables.write_csv(_records(), str(path))
+  table_csv.write_csv(_records(), str(path))
   with open(path) as f:
     rows = {r["run"]: r for r in csv.DictReader(f)}
   assert list(rows) == ["a", "b"]
@@ -183,7 +186,7 @@ def test_write_csv_empty_cells(tmp_path):
   path = tmp_path / "x.csv"
   records = [_record("scan", 0, n, 0.1, max_train=22) for n in (24, 33)]
   records.append(_record("other", 0, 10, 1.0, max_train=22, fail_pure_stop=NAN))
-  tables.write_csv(records, str(path))
+  table_csv.write_csv(records, str(path))
   with open(path) as f:
     rows = {r["run"]: r for r in csv.DictReader(f)}
   assert rows["scan"]["exact_match_in_dist_mean"] == ""  # no length in the group
@@ -199,7 +202,7 @@ def test_write_csv_gives_run_fields_once(tmp_path):
               "converged_at": 0.95}
              for seed, valid in enumerate((0.97, 0.99)) for n in (10, 30)]
   path = tmp_path / "x.csv"
-  tables.write_csv(records, str(path))
+  table_csv.write_csv(records, str(path))
   with open(path) as f:
     reader = csv.DictReader(f)
     row = next(reader)

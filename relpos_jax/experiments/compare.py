@@ -22,7 +22,7 @@ from absl import app
 from absl import flags
 
 from relpos_jax.experiments import main_table
-from relpos_jax.experiments import report
+from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import results
 from relpos_jax.experiments import stats
 from relpos_jax.experiments import store
@@ -57,7 +57,7 @@ def run_records(table_dir: str, run: str) -> list[Record]:
   if not store.has_run(table_dir, run):
     stored = sorted(tables.by_run(results.read_table(table_dir)))
     raise FileNotFoundError(f"{table_dir} holds no run {run!r}; it holds: {', '.join(stored)}")
-  return report.read_records(store.record_path(table_dir, run))
+  return records_lib.read_jsonl(store.record_path(table_dir, run))
 
 
 def compare(records_a: Sequence[Record], records_b: Sequence[Record],

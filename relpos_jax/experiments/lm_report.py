@@ -1,7 +1,7 @@
 """Language-model records -> the bits-per-byte table, its CSV, and two figures.
 
 `write_report(records, out_dir)` writes `REPORT_FILES`: the records (JSON lines,
-NaN as null, as `report.write_records`), a markdown table of bits per byte by
+NaN as null, as `records_lib.write_jsonl`), a markdown table of bits per byte by
 eval context (one row per run, one column per multiple of L; mean over seeds
 ± the half-width of a 95% t-interval when there are 2 or more seeds; "n/a" where
 the scheme cannot encode the context), the same as CSV, bits per byte against
@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from relpos_jax.experiments import plots
-from relpos_jax.experiments import report
+from relpos_jax.experiments import records as records_lib
 
 Record = dict[str, Any]
 PASSKEY_FILES = {"records": "passkey.jsonl", "tables": "passkey.md", "csv": "passkey.csv",
@@ -185,7 +185,7 @@ def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
   """Writes `REPORT_FILES` to `out_dir` (created); returns key -> path."""
   os.makedirs(out_dir, exist_ok=True)
   paths = {k: os.path.join(out_dir, v) for k, v in REPORT_FILES.items()}
-  report.write_records(records, paths["records"])
+  records_lib.write_jsonl(records, paths["records"])
   with open(paths["tables"], "w") as f:
     f.write(markdown(records))
   write_csv(records, paths["csv"])
@@ -272,7 +272,7 @@ def write_passkey_report(records: Sequence[Record], out_dir: str) -> dict[str, s
   """Writes `PASSKEY_FILES` (records, table, CSV, heatmap) to `out_dir`; returns key -> path."""
   os.makedirs(out_dir, exist_ok=True)
   paths = {k: os.path.join(out_dir, v) for k, v in PASSKEY_FILES.items()}
-  report.write_records(records, paths["records"])
+  records_lib.write_jsonl(records, paths["records"])
   with open(paths["tables"], "w") as f:
     f.write(passkey_markdown(records))
   rows = passkey_rows(records)

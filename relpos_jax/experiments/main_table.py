@@ -192,7 +192,7 @@ def table(records: Sequence[Record], *, run_infos: Mapping[str, Mapping[str, Any
       cells.append(cell(recs, ranges.get(POOLED_TEST, [])))
     rows.append([name, f"{done}/{total}", valid] + [stats.format_interval(c, digits)
                                                     for c in cells])
-  return tables._document("", header, rows, _legend(covered, marks)).lstrip("#").lstrip()
+  return tables.document("", header, rows, _legend(covered, marks)).lstrip("#").lstrip()
 
 
 def _seed_level(values_S: Sequence[float], digits: int) -> str:

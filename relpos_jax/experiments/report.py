@@ -9,23 +9,20 @@ written NaN-as-null so any JSON reader can load them.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
 from typing import Sequence
 
 import ml_collections
 
+from relpos_jax.experiments import anatomy_table
 from relpos_jax.experiments import plots
+from relpos_jax.experiments import records as records_lib
+from relpos_jax.experiments import table_csv
 from relpos_jax.experiments import tables
 
 Record = tables.Record
 
-METRIC_KEYS = ("exact_match", "token_accuracy", "loss", "length_accuracy", "content_errors",
-               "stop_errors", "fail_too_short", "fail_too_long", "fail_right_length",
-               "fail_pure_stop", "first_wrong_median")
-ORACLE_KEYS = ("oracle_exact_match", "oracle_token_accuracy")
 REPORT_FILES = {"records": "extrapolation.jsonl", "tables": "extrapolation.md",
                 "csv": "extrapolation.csv", "plot": "accuracy_vs_length.png",
                 "anatomy": "failure_anatomy.png"}
@@ -43,37 +40,21 @@ def scheme_figures(model, params, config: ml_collections.ConfigDict, out_dir: st
                               seed=config.seed)
 
 
-def write_records(records: Sequence[Record], path: str) -> None:
-  """Writes records as JSON lines (NaN as null, so any JSON reader can load them).
+def markdown(records: Sequence[Record], *, digits: int = 2) -> str:
+  """Every table of an evaluation: each main metric present, then the failure anatomy.
 
   Args:
-    records: flat dicts.
-    path: the .jsonl file (its folder is created).
-  """
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w") as f:
-    for record in records:
-      clean = {k: None if isinstance(v, float) and math.isnan(v) else v
-               for k, v in record.items()}
-      f.write(json.dumps(clean, allow_nan=False) + "\n")
-
-
-def read_records(path: str) -> list[Record]:
-  """Reads `write_records`' file; null metrics come back as NaN.
-
-  Args:
-    path: an extrapolation.jsonl.
+    records: records of one or more runs.
+    digits: decimals.
 
   Returns:
-    The records, in file order.
+    Markdown: exact match, token accuracy, loss and (oracle mode) the oracle
+    metrics in `tables.exact_match_table`'s layout, then `anatomy_table.error_table`.
   """
-  with open(path) as f:
-    records = [json.loads(line) for line in f if line.strip()]
-  for record in records:
-    for key in METRIC_KEYS + ORACLE_KEYS:
-      if key in record and record[key] is None:
-        record[key] = float("nan")
-  return records
+  present = set(tables.metric_keys(records))
+  parts = [tables.exact_match_table(records, metric=m, digits=digits)
+           for m in records_lib.MAIN_TABLE if m in present]
+  return "\n".join(parts + [anatomy_table.error_table(records, digits=digits)])
 
 
 def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
@@ -90,10 +71,10 @@ def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
   """
   os.makedirs(out_dir, exist_ok=True)
   paths = {k: os.path.join(out_dir, v) for k, v in REPORT_FILES.items()}
-  write_records(records, paths["records"])
+  records_lib.write_jsonl(records, paths["records"])
   with open(paths["tables"], "w") as f:
-    f.write(tables.report(records))
-  tables.write_csv(records, paths["csv"])
+    f.write(markdown(records))
+  table_csv.write_csv(records, paths["csv"])
   plots.accuracy_vs_length(records, paths["plot"])
   tasks = list(dict.fromkeys(r["task"] for r in records))
   anatomy = paths.pop("anatomy")

@@ -38,6 +38,7 @@ from absl import app
 from absl import flags
 
 from relpos_jax.experiments import main_table
+from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import report
 from relpos_jax.experiments import store
 from relpos_jax.experiments import summary
@@ -91,7 +92,7 @@ def read_table(table_dir: str) -> list[Record]:
   names += [n for n in stored if n not in names]
   records = []
   for name in names:
-    records += report.read_records(os.path.join(directory, name))
+    records += records_lib.read_jsonl(os.path.join(directory, name))
   return records
 
 

@@ -45,6 +45,7 @@ from relpos_jax.data import pipeline
 from relpos_jax.data import vocab
 from relpos_jax.experiments import checkpoints
 from relpos_jax.experiments import lm_runner
+from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import report
 from relpos_jax.positions import randomized as randomized_lib
 
@@ -66,7 +67,7 @@ def not_representable(length: int, reason: str, *, oracle_length: bool = False) 
   Returns:
     `{"length", "num_examples": 0, every metric: NaN, "error": reason}`.
   """
-  keys = report.METRIC_KEYS + (report.ORACLE_KEYS if oracle_length else ())
+  keys = records_lib.metric_keys(oracle_length=oracle_length)
   return {"length": int(length), "num_examples": 0, **{k: float("nan") for k in keys},
           "error": reason}
 
@@ -303,13 +304,13 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
       record = _evaluate_or_na(model, pick.params, dataset, length, batch_size, options,
                                f"run {target.name} seed {seed} length {length}", progress, rows,
                                row_sampler, seed)
-      records.append({**replica_base, **record})
+      records.append(records_lib.EvalRecord.from_dict({**replica_base, **record}).to_dict())
     if rows is not None:
       predictions += [{"run": target.name, "seed": seed, **row} for row in rows]
   out_dir = target.eval_dir
   report.write_report(records, out_dir)
   if options.dump_predictions:
-    report.write_records(predictions, os.path.join(out_dir, report.PREDICTIONS_FILE))
+    records_lib.write_jsonl(predictions, os.path.join(out_dir, report.PREDICTIONS_FILE))
   distance = train_distance(model, dataset)
   randomized = config.get("randomized", {})
   if randomized.get("enabled", False):  # positions were drawn from [0, max_random_position)
@@ -469,5 +470,5 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
   if out_dir is not None and own_dirs != {os.path.abspath(out_dir)}:  # else: own report
     report.write_report(records, out_dir)
     if opts.dump_predictions:
-      report.write_records(predictions, os.path.join(out_dir, report.PREDICTIONS_FILE))
+      records_lib.write_jsonl(predictions, os.path.join(out_dir, report.PREDICTIONS_FILE))
   return records

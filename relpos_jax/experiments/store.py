@@ -20,7 +20,7 @@ from relpos_jax import metric_writers
 from relpos_jax import provenance
 from relpos_jax import run_identity as run_identity_lib
 from relpos_jax import workdir as workdir_lib
-from relpos_jax.experiments import report
+from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import tables
 from relpos_jax.positions import randomized as randomized_lib
 
@@ -149,8 +149,8 @@ def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list
     info.update(run=name, reused_from=os.path.join(
         os.path.basename(os.path.normpath(source_dir)), "runs", os.path.basename(source_info)))
     copied = [{**r, "run": name}
-              for r in report.read_records(record_path(source_dir, source_name))]
-    report.write_records(copied, record_path(table_dir, name))
+              for r in records_lib.read_jsonl(record_path(source_dir, source_name))]
+    records_lib.write_jsonl(copied, record_path(table_dir, name))
     _write_run_info(table_dir, name, info)
     records += copied
   return records
@@ -229,7 +229,7 @@ def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: s
     eval_seconds: how long its evaluation took.
     info: more fields for `runs/<run>.json` (e.g. package versions).
   """
-  report.write_records(records, record_path(table_dir, run))
+  records_lib.write_jsonl(records, record_path(table_dir, run))
   with open(workdir_lib.config_path(workdir)) as f:
     config = json.load(f)
   run_info = {"run": run, "config": config, "train_seconds": train_seconds(workdir),
@@ -349,7 +349,7 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
     suffix = name[len(run):]  # "", "@random_positions", "@<label>"
     records = [{**r, "run": name, "replica": replica}
                for replica, seed in enumerate(seeds)
-               for r in report.read_records(record_path(source, part_name(run, seed) + suffix))]
+               for r in records_lib.read_jsonl(record_path(source, part_name(run, seed) + suffix))]
     infos = part_infos if not suffix else [_read_run_info(source, part_name(run, seed) + suffix)
                                            for seed in seeds]
     run_config = {k: v for k, v in infos[0]["config"].items() if k not in _PART_PROVENANCE}
@@ -366,7 +366,7 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
                            for i, seed in zip(infos, seeds)]}
     if name != run:
       info["variant_of"] = run
-    report.write_records(records, record_path(table_dir, name))
+    records_lib.write_jsonl(records, record_path(table_dir, name))
     _write_run_info(table_dir, name, info)
     merged += records
   return merged

@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 
 from relpos_jax import positions  # noqa: E402
 from relpos_jax.experiments import main_table  # noqa: E402
-from relpos_jax.experiments import report  # noqa: E402
+from relpos_jax.experiments import records as records_lib  # noqa: E402
 from relpos_jax.experiments import stats  # noqa: E402
 from relpos_jax.experiments import tables  # noqa: E402
 
@@ -52,7 +52,7 @@ def summary_cells(root: str) -> dict[tuple[str, int], tuple[stats.Interval | Non
       path = next((p for p in paths if os.path.exists(p)), None)
       if path is None:
         continue
-      records = report.read_records(path)
+      records = records_lib.read_jsonl(path)
       lengths = sorted({int(r["length"]) for r in records})
       ranges = main_table.pooled_ranges(lengths, int(records[0]["max_train_length"]))
       done, total, _, _ = main_table.row_convergence(records)
@@ -84,7 +84,7 @@ def markdown(cells) -> str:
       "extrapolation. Empty: not in that table. Compare across columns only as rankings: "
       "the tasks, sizes and budgets differ (RESULTS.md).",
   ]
-  return tables._document("Summary: who extrapolates where", header, rows, legend)
+  return tables.document("Summary: who extrapolates where", header, rows, legend)
 
 
 def figure(cells, path: str) -> None:

@@ -72,6 +72,7 @@ from relpos_jax import provenance
 from relpos_jax import run_identity
 from relpos_jax import train_lib
 from relpos_jax import workdir as workdir_lib
+from relpos_jax.experiments import anatomy_table
 from relpos_jax.experiments import results
 from relpos_jax.experiments import runner
 from relpos_jax.experiments import store
@@ -443,7 +444,7 @@ def main(argv: Sequence[str]) -> None:
                       command_line=config_flags.get_override_values(config_flag))
   if records:
     print(tables.exact_match_table(records))
-    print(tables.error_table(records))
+    print(anatomy_table.error_table(records))
 
 
 def _define_flags() -> None:

@@ -28,11 +28,11 @@ a property of the scheme (it did not learn the task).
 
 from __future__ import annotations
 
-import csv
-import os
 from typing import Any, Sequence
 
 import numpy as np
+
+from relpos_jax.experiments import records as records_lib
 
 # One eval record: the JSON object of one (run, seed, length), as evaluate writes it.
 Record = dict[str, Any]
@@ -48,32 +48,6 @@ MULTIPLE_TOLERANCE = 0.15  # a length within 15% of m·L stands for "m×"
 RUN_FIELDS = ("valid_exact_match", "valid_token_accuracy", "best_valid_exact_match",
               "converged_at")
 IN_DIST, EXTRAP, POOLED = "in-dist", "extrap", "pooled"
-METRIC_NAMES = {
-    "exact_match": "Exact match (greedy decoding; every target token and the EOS right)",
-    "token_accuracy": "Token accuracy (greedy decoding; fraction of target positions, EOS "
-                      "included, right)",
-    "loss": "Teacher-forced loss (cross-entropy per target token, EOS included; nats)",
-    "oracle_exact_match": "Oracle-length exact match (EOS forbidden before the true length "
-                          "and forced there: content alone)",
-    "oracle_token_accuracy": "Oracle-length token accuracy (EOS forced at the true length)",
-    "length_accuracy": "Length accuracy (EOS at the right position)",
-    "content_errors": "Content errors (a wrong token before either sequence ends; fraction "
-                      "of all examples)",
-    "stop_errors": "Stop errors (every shared token right, EOS too early or too late; "
-                   "fraction of all examples)",
-    "fail_too_short": "Share of the failures that stop too early",
-    "fail_too_long": "Share of the failures that stop too late",
-    "fail_right_length": "Share of the failures that have the right length",
-    "fail_pure_stop": "Share of the failures that are pure stopping errors",
-    "first_wrong_median": "Median index of the first wrong token among the failures",
-}
-POOLABLE = ("exact_match", "token_accuracy", "oracle_exact_match", "oracle_token_accuracy",
-            "length_accuracy", "content_errors", "stop_errors")
-MAIN_METRICS = ("exact_match", "token_accuracy", "loss", "oracle_exact_match",
-                "oracle_token_accuracy")
-ANATOMY_COLUMNS = {"fail_too_short": "too short", "fail_too_long": "too long",
-                   "fail_right_length": "right length", "fail_pure_stop": "pure stop",
-                   "first_wrong_median": "first wrong (median)"}
 LENGTH_UNIT = ("Lengths are eval lengths: input tokens for synthetic tasks, target tokens "
                "for SCAN and TFDS sources.")
 NA_LEGEND = (f"{NA}: not representable: the scheme cannot encode that length (e.g. a learned "
@@ -181,7 +155,7 @@ def length_stats(records: Sequence[Record], metric: str = "exact_match"):
           np.asarray([s[1] for s in stats]), np.asarray([s[2] for s in stats]))
 
 
-def _multiple_label(multiple: float) -> str:
+def multiple_label(multiple: float) -> str:
   """`1.5` -> `"1.5×"`, `2.0` -> `"2×"`."""
   return f"{multiple:g}×"
 
@@ -205,7 +179,7 @@ def length_groups(lengths: Sequence[int], max_train_length: int) -> dict[str, li
     goal = m * max_train_length
     near = min(beyond, key=lambda n, goal=goal: (abs(n - goal), n), default=None)
     ok = near is not None and abs(near - goal) <= MULTIPLE_TOLERANCE * goal
-    groups[_multiple_label(m)] = [near] if ok else []
+    groups[multiple_label(m)] = [near] if ok else []
   groups[EXTRAP] = beyond
   return groups
 
@@ -342,7 +316,7 @@ def format_stat(mean: float, std: float, count: int, digits: int = 2) -> str:
   return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def _length_cell(values_S: np.ndarray, na_S: np.ndarray, digits: int = 2) -> str:
+def length_cell(values_S: np.ndarray, na_S: np.ndarray, digits: int = 2) -> str:
   """One length's cell: `n/a` if every seed is not representable, else `format_stat`."""
   if np.asarray(na_S).all():
     return NA
@@ -376,16 +350,16 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
   """
   lengths = sorted({int(r["length"]) for r in records})
   has_valid = any("valid_exact_match" in r for r in records)
-  has_pooled = metric in POOLABLE and all("num_examples" in r for r in records)
+  has_pooled = metric in records_lib.POOLABLE and all("num_examples" in r for r in records)
   group_names = list(length_groups([], 1))
   header = (["run", "scheme", "seeds", "train"] + (["conv.", "valid"] if has_valid else [])
             + group_names + ([POOLED] if has_pooled else []) + [str(n) for n in lengths])
   rows, cells_seen, unconverged = [], set(), False
   for run, recs in by_run(records).items():
     run_lengths, _, values_SxL, na_SxL = seed_matrix(recs, metric)
-    cells = {n: _length_cell(values_SxL[:, i], na_SxL[:, i], digits)
+    cells = {n: length_cell(values_SxL[:, i], na_SxL[:, i], digits)
              for i, n in enumerate(run_lengths)}
-    groups = length_groups(run_lengths, _max_train_length(recs))
+    groups = length_groups(run_lengths, max_train_length(recs))
     summaries = [_group_cell(group_stats(recs, metric, groups[g]), digits) for g in group_names]
     if has_pooled:
       summaries.append(_group_cell(pooled_stats(recs, metric, groups[EXTRAP]), digits))
@@ -398,10 +372,10 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
       counts = convergence(recs)
       valid_cells = [f"{counts[0]}/{counts[1]}" if counts else EMPTY,
                      format_stat(*mean_std(seed_values(recs, "valid_exact_match")), digits)]
-    rows.append([name, _scheme(recs), str(num_seeds(recs)), _train_range(recs)] + valid_cells
+    rows.append([name, scheme(recs), str(num_seeds(recs)), _train_range(recs)] + valid_cells
                 + row_cells)
   legend = [
-      (f"{METRIC_NAMES.get(metric, metric)}; mean ± sample std (ddof=1) over seeds "
+      (f"{records_lib.LABELS.get(metric, metric)}; mean ± sample std (ddof=1) over seeds "
        "(one seed: its value)."),
       LENGTH_UNIT + " train: the training lengths.",
       _groups_legend(records)]
@@ -422,14 +396,14 @@ def exact_match_table(records: Sequence[Record], *, metric: str = "exact_match",
   if any(c.endswith(PARTIAL) for c in cells_seen):
     legend.append(f"{PARTIAL}: a group mean over the lengths that are representable "
                   f"({NA} lengths left out).")
-  return _document(_title(metric, records), header, rows, legend)
+  return document(_title(metric, records), header, rows, legend)
 
 
 def _valid_legend(records: Sequence[Record]) -> str:
   """What the `valid` and `conv.` columns measured, from the records' validation fields."""
   rules = sorted({str(r["checkpoint_rule"]) for r in records if r.get("checkpoint_rule")})
   sources = sorted({str(r["valid_source"]) for r in records if r.get("valid_source")})
-  threshold = _thresholds(records) or "converged_at"
+  threshold = thresholds(records) or "converged_at"
   text = (f"valid: exact match on the held-out validation set (disjoint from training) of the "
           f"evaluated checkpoint; conv.: seeds whose best validation exact match is ≥ "
           f"{threshold}.")
@@ -444,155 +418,10 @@ def _valid_legend(records: Sequence[Record]) -> str:
   return text
 
 
-def error_table(records: Sequence[Record], *, digits: int = 2) -> str:
-  """The failure anatomy: per run and eval length, how the failed examples fail.
-
-  Args:
-    records: records of one or more runs.
-    digits: decimals.
-
-  Returns:
-    Markdown: a row per (run, length): `× train`, failures (1 − exact match),
-    the shares of the failures that are too short, too long, of the right
-    length and pure stopping errors, the median first wrong position, and the
-    oracle-length exact match when the records have it; a legend.
-  """
-  has_oracle = any("oracle_exact_match" in r for r in records)
-  header = (["run", "length", "× train", "failures"] + list(ANATOMY_COLUMNS.values())
-            + (["oracle exact"] if has_oracle else []))
-  rows, seen = [], set()
-  for run, recs in by_run(records).items():
-    max_train = _max_train_length(recs)
-    lengths, _, exact_SxL, na_SxL = seed_matrix(recs, "exact_match")
-    anatomy = {m: seed_matrix(recs, m)[2] for m in ANATOMY_COLUMNS}
-    oracle_SxL = seed_matrix(recs, "oracle_exact_match")[2] if has_oracle else None
-    for i, n in enumerate(lengths):
-      cells = [_length_cell(1.0 - exact_SxL[:, i], na_SxL[:, i], digits)]
-      cells += [_length_cell(anatomy[m][:, i], na_SxL[:, i], 1 if m == "first_wrong_median"
-                            else digits) for m in ANATOMY_COLUMNS]
-      if has_oracle:
-        cells.append(_length_cell(oracle_SxL[:, i], na_SxL[:, i], digits))
-      seen.update(cells)
-      rows.append([run, str(n), f"{n / max_train:.2g}"] + cells)
-  legend = [
-      "Failure anatomy per eval length (mean ± sample std over seeds). " + LENGTH_UNIT
-      + " × train: the length over the longest training length.",
-      ("failures: 1 − exact match. too short / too long / right length: shares of the failed "
-       "examples whose EOS comes too early / too late / at the right position (they sum to 1; "
-       "a right-length failure always has a wrong token)."),
-      ("pure stop: share of the failures that are pure stopping errors (every emitted token "
-       "right, EOS too early or too late). first wrong (median): median position (0-based, "
-       "the EOS position included) of the first wrong token among the failures.")]
-  if EMPTY in seen:
-    legend.append(f"{EMPTY}: nothing failed at that length (no share to take).")
-  if has_oracle:
-    legend.append("oracle exact: exact match when EOS is forbidden before the true length and "
-                  "forced at it, i.e. content alone; oracle exact − exact match is what the "
-                  "stop decision costs.")
-  if NA in seen:
-    legend.append(NA_LEGEND)
-  return _document("Failure anatomy" + task_suffix(records), header, rows, legend)
-
-
-def report(records: Sequence[Record], *, digits: int = 2) -> str:
-  """Every table of an evaluation: each main metric present, then the failure anatomy.
-
-  Args:
-    records: records of one or more runs.
-    digits: decimals.
-
-  Returns:
-    Markdown: exact match, token accuracy, loss and (oracle mode) the oracle
-    metrics in `exact_match_table`'s layout, then `error_table`.
-  """
-  present = set(metric_keys(records))
-  parts = [exact_match_table(records, metric=m, digits=digits)
-           for m in MAIN_METRICS if m in present]
-  return "\n".join(parts + [error_table(records, digits=digits)])
-
-
-def write_csv(records: Sequence[Record], path: str) -> None:
-  """Writes one row per run: every metric per length group and per length, mean and std.
-
-  Columns: `run, scheme, task, seeds, min_train_length, max_train_length,
-  converged_seeds, converged_at, valid_exact_match_mean, valid_exact_match_std`
-  (empty when the records do not say; the validation score of the evaluated
-  checkpoint, over seeds), the
-  eval length standing for each multiple (`length_1.5x`, `length_2x`,
-  `length_4x`; empty if none), then for each metric and each group (`in_dist`,
-  `1.5x`, `2x`, `4x`, `extrap`, and `pooled` for rates) and each length (`L<n>`):
-  `<metric>_<group>_mean`
-  and `_std`. A cell is `n/a` where not representable and empty where there
-  is no value.
-
-  Args:
-    records: records of one or more runs.
-    path: the .csv file (its folder is created).
-  """
-  metrics = metric_keys(records)
-  lengths = sorted({int(r["length"]) for r in records})
-  group_names = list(length_groups([], 1))
-  pooled = lambda metric: [POOLED] if metric in POOLABLE else []
-  columns = lambda metric: ([_csv_name(g) for g in group_names] + pooled(metric)
-                            + [f"L{n}" for n in lengths])
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w", newline="") as f:
-    writer = csv.writer(f)
-    writer.writerow(["run", "scheme", "task", "seeds", "min_train_length", "max_train_length",
-                     "converged_seeds", "converged_at", "valid_exact_match_mean",
-                     "valid_exact_match_std"]
-                    + [f"length_{_csv_name(_multiple_label(m))}" for m in MULTIPLES]
-                    + [f"{m}_{c}_{s}" for m in metrics for c in columns(m)
-                       for s in ("mean", "std")])
-    for run, recs in by_run(records).items():
-      run_lengths = sorted({int(r["length"]) for r in recs})
-      groups = length_groups(run_lengths, _max_train_length(recs))
-      counts = convergence(recs)
-      row = [run, _scheme(recs), recs[0].get("task", ""), num_seeds(recs),
-             min(int(r.get("min_train_length", 1)) for r in recs), _max_train_length(recs),
-             "" if counts is None else counts[0], _thresholds(recs)]
-      row += _csv_stat(mean_std(seed_values(recs, "valid_exact_match")) + (False, False))
-      row += [groups[_multiple_label(m)][0] if groups[_multiple_label(m)] else ""
-              for m in MULTIPLES]
-      for metric in metrics:
-        _, _, values_SxL, na_SxL = seed_matrix(recs, metric)
-        for g in group_names:
-          row += _csv_stat(group_stats(recs, metric, groups[g]))
-        if metric in POOLABLE:
-          row += _csv_stat(pooled_stats(recs, metric, groups[EXTRAP]))
-        for n in lengths:
-          if n not in run_lengths:
-            row += ["", ""]
-            continue
-          i = run_lengths.index(n)
-          if na_SxL[:, i].all():
-            row += [NA, NA]
-          else:
-            row += _csv_stat(mean_std(values_SxL[:, i]) + (False, False))
-      writer.writerow(row)
-
-
-def _thresholds(records: Sequence[Record]) -> str:
+def thresholds(records: Sequence[Record]) -> str:
   """The run's convergence threshold(s) as a CSV cell, ` or `-joined; empty if none."""
   return " or ".join(f"{t:g}" for t in sorted({float(r["converged_at"]) for r in records
                                               if r.get("converged_at") is not None}))
-
-
-def _csv_stat(stats: tuple[float, float, int, bool, bool] | None) -> list[str]:
-  """`[mean, std]` as CSV cells: `repr` floats, `n/a`, or empty without a value."""
-  if stats is None:
-    return ["", ""]
-  mean, std, count, _, na = stats
-  if na:
-    return [NA, NA]
-  if count == 0:
-    return ["", ""]
-  return [repr(float(mean)), repr(float(std))]
-
-
-def _csv_name(group: str) -> str:
-  """A group's name in CSV columns: `in-dist` -> `in_dist`, `1.5×` -> `1.5x`."""
-  return group.replace("-", "_").replace("×", "x")
 
 
 def _groups_legend(records: Sequence[Record]) -> str:
@@ -601,8 +430,8 @@ def _groups_legend(records: Sequence[Record]) -> str:
   for max_train in sorted({int(r["max_train_length"]) for r in records}):
     lengths = sorted({int(r["length"]) for r in records if int(r["max_train_length"]) == max_train})
     groups = length_groups(lengths, max_train)
-    picked = ", ".join(f"{_multiple_label(m)} = {groups[_multiple_label(m)][0]}"
-                       if groups[_multiple_label(m)] else f"{_multiple_label(m)}: none"
+    picked = ", ".join(f"{multiple_label(m)} = {groups[multiple_label(m)][0]}"
+                       if groups[multiple_label(m)] else f"{multiple_label(m)}: none"
                        for m in MULTIPLES)
     parts.append(f"longest training length {max_train}: {picked}")
   return (f"{IN_DIST}: mean over lengths ≤ the longest training length L; m×: the eval length "
@@ -611,7 +440,7 @@ def _groups_legend(records: Sequence[Record]) -> str:
           "group's lengths, then take mean ± std over seeds.")
 
 
-def _max_train_length(records: Sequence[Record]) -> int:
+def max_train_length(records: Sequence[Record]) -> int:
   """A run's longest training length (the same in all its records)."""
   return max(int(r["max_train_length"]) for r in records)
 
@@ -619,10 +448,10 @@ def _max_train_length(records: Sequence[Record]) -> int:
 def _train_range(records: Sequence[Record]) -> str:
   """`"min–max"` training lengths of a run."""
   low = min(int(r.get("min_train_length", 1)) for r in records)
-  return f"{low}–{_max_train_length(records)}"
+  return f"{low}–{max_train_length(records)}"
 
 
-def _scheme(records: Sequence[Record]) -> str:
+def scheme(records: Sequence[Record]) -> str:
   """A run's scheme name(s)."""
   return ", ".join(sorted({str(r.get("scheme", "")) for r in records}))
 
@@ -632,7 +461,7 @@ def _title(metric: str, records: Sequence[Record]) -> str:
   return f"{metric.replace('_', ' ').capitalize()} vs length{task_suffix(records)}"
 
 
-def _document(title: str, header: list[str], rows: list[list[str]], legend: list[str]) -> str:
+def document(title: str, header: list[str], rows: list[list[str]], legend: list[str]) -> str:
   """A markdown title, table and legend."""
   lines = [f"### {title}", "", _row(header), _row(["---"] * len(header))]
   lines += [_row(r) for r in rows]
