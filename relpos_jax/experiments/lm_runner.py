@@ -135,7 +135,7 @@ def evaluate_workdir(workdir: str, out_dir: str | None = None, *, run: str | Non
   config = workdir_lib.load_config(workdir)
   if not lm_eval.is_lm_config(config):
     raise ValueError(f"{workdir} is not a language-model run (data.task "
-                     f"{config.data.task!r}); evaluate it with evaluate.evaluate_workdir")
+                     f"{config.data.task!r}); evaluate it with runner.evaluate_workdir")
   name = run or os.path.basename(os.path.normpath(workdir))
   variant = ""
   if opts.overrides:
@@ -198,7 +198,7 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
       only each run's own report).
     names: run names (default: `workdir_lib.run_names`).
     on_run: called as `on_run(name, workdir, records, seconds)` after each run.
-    **options: `LMEvalOptions` fields; also the options `evaluate.evaluate_runs`
+    **options: `LMEvalOptions` fields; also the options `runner.evaluate_runs`
       takes, mapped where they mean something here (`num_examples`: num_bytes) and
       refused where they do not (oracle_length, random_positions, dump_predictions).
 
@@ -227,7 +227,7 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
 
 
 def _lm_options(options: dict[str, Any]) -> dict[str, Any]:
-  """`evaluate.EvalOptions`-style keywords -> `LMEvalOptions` fields (ValueError if meaningless)."""
+  """`runner.EvalOptions`-style keywords -> `LMEvalOptions` fields (ValueError if meaningless)."""
   options = dict(options)
   for key in ("oracle_length", "random_positions", "dump_predictions"):
     if options.pop(key, False):

@@ -214,7 +214,7 @@ def _scheme(records: Sequence[Record]) -> str:
   """The records' scheme; ValueError if they name none."""
   if "scheme" not in records[0]:
     raise ValueError(f"record of run {records[0].get('run')!r} has no 'scheme': its colour "
-                     "comes from the scheme (see relpos_jax.palette)")
+                     "comes from the scheme (see relpos_jax.experiments.palette)")
   return records[0]["scheme"]
 
 

@@ -56,7 +56,7 @@ random positions, because that is what it trained on: 0..L-1 is one particular,
 vanishingly rare, sample of its training distribution (a sinusoidal model can
 reach 0.94 exact match at random positions and 0.00 at 0..L-1). Each row of a
 table is marked converged or not by validation at the positions that row is
-decoded at (evaluate.py): a randomized run's 0..L-1 row by validation at 0..L-1.
+decoded at (experiments/runner.py): a randomized run's 0..L-1 row by validation at 0..L-1.
 `validation_positions` says which positions a run is validated at, and a sweep
 that stores results evaluates such a run both ways, the random-position records
 named `<run>` + `EVAL_SUFFIX`.
