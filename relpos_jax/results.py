@@ -43,6 +43,7 @@ from relpos_jax import main_table
 from relpos_jax import metric_writers
 from relpos_jax import provenance
 from relpos_jax import report
+from relpos_jax import scale_figures
 from relpos_jax import summary
 from relpos_jax import tables
 from relpos_jax import workdir as workdir_lib
@@ -56,6 +57,9 @@ README_MD = "README.md"
 HEADLINE_TABLE = "shaw_terms"  # the table README.md shows (a complete, converged one)
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+@,\-]")
+# Figures a table draws beyond its report, by table folder: a module with
+# `write_figures(records, run_infos, table_dir)` and the `FIGURE_FILES` it writes.
+TABLE_FIGURES = {"scale": scale_figures}
 HEADER = """# Results
 
 Every table below is rendered from the eval records committed under `results/<table>/`
@@ -481,7 +485,14 @@ def write_table_report(table_dir: str) -> list[Record]:
   records = read_table(table_dir)
   if records:
     report.write_report(records, table_dir)
+    if figures := TABLE_FIGURES.get(_table_name(table_dir)):
+      figures.write_figures(records, run_infos(table_dir), table_dir)
   return records
+
+
+def _table_name(table_dir: str) -> str:
+  """The table a folder holds: its name (`results/scale` -> `scale`)."""
+  return os.path.basename(os.path.normpath(table_dir))
 
 
 def _run_times(table_dir: str) -> str:
@@ -561,7 +572,10 @@ def render(root: str) -> str:
                 "", f"Per-length values, failure anatomy and the other metrics: "
                 f"`results/{table}/extrapolation.md` and `.csv`; figures: "
                 f"`results/{table}/{report.REPORT_FILES['plot']}`, "
-                f"`results/{table}/failure_anatomy*.png`."]
+                f"`results/{table}/failure_anatomy*.png`"
+                + "".join(f", `results/{table}/{name}`" for name in
+                          getattr(TABLE_FIGURES.get(table), "FIGURE_FILES", {}).values())
+                + "."]
     lines.append("")
     parts.append("\n".join(lines))
   return "\n".join(parts)
