@@ -54,7 +54,6 @@ TABLE_FILE = "table.json"
 NOTES_FILE = "notes.md"
 RESULTS_MD = "RESULTS.md"
 README_MD = "README.md"
-HEADLINE_TABLE = "shaw_terms"  # the table README.md shows (a complete, converged one)
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+@,\-]")
 # Figures a table draws beyond its report, by table folder: a module with
@@ -531,15 +530,16 @@ def render(root: str) -> str:
   """
   names = [t for t in sorted(os.listdir(root)) if os.path.isdir(os.path.join(root, t))] if (
       os.path.isdir(root)) else []
+  folder = os.path.basename(os.path.normpath(root))  # links relative to RESULTS.md
   contents = ["## Contents", "", f"- [Summary: who extrapolates where](#summary) "
-              f"(`{root}/{summary.SUMMARY_MD}`, figure `{root}/{summary.SUMMARY_PNG}`)"]
+              f"(`{folder}/{summary.SUMMARY_MD}`, figure `{folder}/{summary.SUMMARY_PNG}`)"]
   for table in names:
     done, total = table_status(os.path.join(root, table))
     contents.append(f"- [{table}](#{table}): {done} of {total} runs")
   summary_md = summary.markdown(summary.summary_cells(root)).replace(
       "### Summary: who extrapolates where", "## Summary", 1)
   parts = [HEADER, "\n".join(contents) + "\n", summary_md,
-           f"![summary]({root}/{summary.SUMMARY_PNG})\n"]
+           f"![summary]({folder}/{summary.SUMMARY_PNG})\n"]
   for table in names:
     table_dir = os.path.join(root, table)
     if not os.path.isdir(table_dir):
@@ -593,25 +593,19 @@ def run_infos(table_dir: str) -> dict[str, dict[str, Any]]:
   return infos
 
 
-def render_headline(root: str, table: str = HEADLINE_TABLE) -> str:
-  """README.md's headline block: one table's exact-match table and its figure.
+def render_headline(root: str) -> str:
+  """README.md's headline block: the summary table (schemes × tasks) and its figure.
 
   Args:
     root: the results folder.
-    table: the table to show.
 
   Returns:
-    The markdown between the README's headline markers (empty table: a line saying so).
+    The markdown between the README's headline markers.
   """
-  records = read_table(os.path.join(root, table))
-  if not records:
-    return f"(no records of `{table}` yet: see RESULTS.md)"
-  done, total = table_status(os.path.join(root, table))
-  text = (f"#### `{table}`: exact match\n\n"
-          + main_table.table(records, run_infos=run_infos(os.path.join(root, table))).rstrip())
-  return (f"{text}\n\n{done} of {total} runs; the notes, run time and other tables are in "
-          f"RESULTS.md.\n\n![exact match against length](results/{table}/"
-          f"{report.REPORT_FILES['plot']})")
+  text = summary.markdown(summary.summary_cells(root)).replace(
+      "### Summary: who extrapolates where\n\n", "", 1).rstrip()
+  folder = os.path.basename(os.path.normpath(root))  # the link is relative to the README
+  return f"![summary: who extrapolates where]({folder}/{summary.SUMMARY_PNG})\n\n{text}"
 
 
 def with_headline(readme: str, headline: str) -> str:

@@ -65,7 +65,8 @@ def test_render_shows_status_notes_and_the_pooled_table(tmp_path):
   text = results.render(str(root))
   assert text.startswith(results.HEADER)
   assert "## t\n\n`configs/ablations/t.py`: 1 of 2 runs stored (the table is incomplete)." in text
-  assert "What the table shows." in text and "| pooled |" in text and "#### Exact match" in text
+  assert "What the table shows." in text and "| pooled (L, 2L] |" in text
+  assert "- [t](#t): 1 of 2 runs" in text and "## Summary" in text  # contents, summary
   assert "Budget: 200 steps of batch 8." in text
 
 
