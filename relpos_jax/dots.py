@@ -94,8 +94,17 @@ def _subscripts(spec: str, a_ndim: int, b_ndim: int) -> tuple[str, str, str]:
 
 
 def _matmul(a_spec: str, b_spec: str, out_spec: str, a: Array, b: Array) -> Array:
-  """`einsum(a_spec,b_spec->out_spec)` of two bf16 arrays as one row-major dot into float32."""
+  """`einsum(a_spec,b_spec->out_spec)` of two bf16 arrays as one row-major dot into float32.
+
+  The operands are swapped where that gives the output in `out_spec` order: XLA folds
+  a transpose of a dot's result into the dot by swapping its operands, which turns
+  an `mk,kn` dot into a `km,nk` one after the bf16 decision (the DotThunk failure).
+  """
   batch = [c for c in a_spec if c in b_spec and c in out_spec]
+  a_free = [c for c in a_spec if c not in b_spec]
+  b_free = [c for c in b_spec if c not in a_spec]
+  if "".join(batch + a_free + b_free) != out_spec and "".join(batch + b_free + a_free) == out_spec:
+    a_spec, b_spec, a, b = b_spec, a_spec, b, a
   contract = [c for c in a_spec if c in b_spec and c not in out_spec]
   a_free = [c for c in a_spec if c not in b_spec]
   b_free = [c for c in b_spec if c not in a_spec]
@@ -117,8 +126,8 @@ def _matmul(a_spec: str, b_spec: str, out_spec: str, a: Array, b: Array) -> Arra
                             preferred_element_type=jnp.float32)
   out_order = batch + a_free + b_free
   out = out.reshape([size[c] for c in out_order])
-  # The result is float32 and read by elementwise ops, so a plain transpose is fine here.
-  return jnp.transpose(out, perm("".join(out_order), out_spec))
+  # A plain transpose here could be folded into the dot (see above).
+  return row_major_transpose(out, perm("".join(out_order), out_spec))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -138,20 +147,18 @@ def bf16_einsum(spec: str, a: Array, b: Array) -> Array:
 
 
 def _bf16_einsum_fwd(spec, a, b):
-  """Forward pass; keeps bf16 operands (and the dtypes to return gradients in)."""
-  a16, b16 = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
-  a_spec, b_spec, out_spec = _subscripts(spec, a.ndim, b.ndim)
-  return _matmul(a_spec, b_spec, out_spec, a16, b16), (a16, b16, a.dtype, b.dtype)
+  """Forward pass; keeps the operands as given (activations are bf16, weights small)."""
+  return bf16_einsum(spec, a, b), (a, b)
 
 
 def _bf16_einsum_bwd(spec, residuals, g):
   """`da = g·bᵀ`, `db = aᵀ·g`, both bf16 x bf16 -> f32 in the row-major forms."""
-  a16, b16, a_dtype, b_dtype = residuals
-  a_spec, b_spec, out_spec = _subscripts(spec, a16.ndim, b16.ndim)
-  g16 = g.astype(jnp.bfloat16)
+  a, b = residuals
+  a_spec, b_spec, out_spec = _subscripts(spec, a.ndim, b.ndim)
+  a16, b16, g16 = (x.astype(jnp.bfloat16) for x in (a, b, g))
   da = _matmul(out_spec, b_spec, a_spec, g16, b16)
   db = _matmul(a_spec, out_spec, b_spec, a16, g16)
-  return da.astype(a_dtype), db.astype(b_dtype)
+  return da.astype(a.dtype), db.astype(b.dtype)
 
 
 bf16_einsum.defvjp(_bf16_einsum_fwd, _bf16_einsum_bwd)
