@@ -83,6 +83,12 @@ def test_run_identity_ignores_provenance_logging_and_a_disabled_section():
     assert results.run_identity(other) != results.run_identity(config)
   # a model key the stored config lacks counts as its default, as a resume counts it
   assert results.run_identity(config)["model"]["dtype"] == "float32"
+  # "auto" counts as the precision the run resolved it to
+  auto = lambda resolved: {**config, "model": {**config["model"], "dtype": "auto"},
+                           "provenance": {"precision": {"auto": resolved}}}
+  assert results.run_identity(auto("bfloat16")) != results.run_identity(auto("float32"))
+  assert results.run_identity(auto("float32")) == results.run_identity(
+      {**auto("float32"), "provenance": {"precision": {"auto": "float32"}, "git": "x"}})
 
 
 def test_find_identical_run_and_copy_run(tmp_path):
