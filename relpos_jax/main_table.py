@@ -36,6 +36,7 @@ POOLED_2X, POOLED_4X, POOLED_TEST = "pooled (L, 2L]", "pooled (L, 4L]", "pooled 
 MULTIPLE_COLUMNS = ("1.5×", "2×", "4×")
 FALLBACK = "*"
 PROVENANCE = "§"
+OLD_RANDOM = "◊"
 
 
 def is_scan(records: Sequence[Record]) -> bool:
@@ -131,6 +132,16 @@ def row_convergence(records: Sequence[Record]) -> tuple[int, int, bool, list[flo
   return converged, len(by_seed), fallback, scores
 
 
+def old_random_protocol(records: Sequence[Record]) -> bool:
+  """Whether a random-position row was decoded under the superseded protocol.
+
+  Before `position_draws` was recorded, decoding at random positions drew one sample
+  per batch, shared by every seed and sized by the padded decode width.
+  """
+  return any(r.get("eval_positions") == "random" and "position_draws" not in r
+             for r in records)
+
+
 def provenance_problems(records: Sequence[Record], run_info: Mapping[str, Any] | None) -> list[str]:
   """What is wrong with a run's provenance: a dirty eval or training tree, no training commit."""
   problems = []
@@ -178,6 +189,9 @@ def table(records: Sequence[Record], *, run_infos: Mapping[str, Mapping[str, Any
     if done < total:
       name += f" {tables.UNCONVERGED}"
       marks.add(tables.UNCONVERGED)
+    if old_random_protocol(recs):
+      name += f" {OLD_RANDOM}"
+      marks.add(OLD_RANDOM)
     info = (run_infos or {}).get(run) or (run_infos or {}).get(run.split("@")[0])
     if provenance_problems(recs, info):
       name += f" {PROVENANCE}"
@@ -230,6 +244,11 @@ def _legend(covered: Mapping[tuple[str, int], Mapping[str, list[int]]], marks: s
   if FALLBACK in marks:
     lines.append(f"{FALLBACK}: a randomized run's 0..L−1 row stored before validation per row: "
                  "judged (and `valid` shown) by its test exact match at the training lengths.")
+  if OLD_RANDOM in marks:
+    lines.append(f"{OLD_RANDOM}: decoded at random positions under the superseded protocol (one "
+                 "draw per batch, shared by all seeds, sized by the padded decode width): off "
+                 "the training distribution at long lengths and without the draws' variance; "
+                 "to be re-run (results/randomized/notes.md).")
   if PROVENANCE in marks:
     lines.append(f"{PROVENANCE}: provenance incomplete (trained or evaluated from a tree with "
                  "uncommitted changes, or no training provenance recorded); see the run's "

@@ -58,3 +58,10 @@ def test_provenance_marks():
   assert main_table.provenance_problems(clean, {"config": {}}) == [
       "no training provenance recorded"]
   assert "r §" in main_table.table(clean, run_infos={"r": {"config": {}}})
+
+
+def test_rows_decoded_under_the_old_random_protocol_are_marked():
+  old = [_record("r@random_positions", 0, 30, 0.5, eval_positions="random")]
+  new = [_record("r@random_positions", 0, 30, 0.5, eval_positions="random", position_draws=8)]
+  assert main_table.old_random_protocol(old) and not main_table.old_random_protocol(new)
+  assert "◊" in main_table.table(old) and "◊" not in main_table.table(new)
