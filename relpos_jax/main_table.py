@@ -37,6 +37,7 @@ MULTIPLE_COLUMNS = ("1.5×", "2×", "4×")
 FALLBACK = "*"
 PROVENANCE = "§"
 OLD_RANDOM = "◊"
+DRAW_SD = "draw sd (L, 2L]"
 
 
 def is_scan(records: Sequence[Record]) -> bool:
@@ -142,6 +143,17 @@ def old_random_protocol(records: Sequence[Record]) -> bool:
              for r in records)
 
 
+def draw_spread(records: Sequence[Record], lengths: Sequence[int]) -> float | None:
+  """Mean over seeds and `lengths` of the sd (ddof=1) of exact match across position draws.
+
+  None when the records were decoded once (0..L−1, or before draws were recorded).
+  """
+  wanted = {int(n) for n in lengths}
+  sds = [float(np.std(r["exact_match_draws"], ddof=1)) for r in records
+         if int(r["length"]) in wanted and len(r.get("exact_match_draws") or []) > 1]
+  return float(np.mean(sds)) if sds else None
+
+
 def provenance_problems(records: Sequence[Record], run_info: Mapping[str, Any] | None) -> list[str]:
   """What is wrong with a run's provenance: a dirty eval or training tree, no training commit."""
   problems = []
@@ -175,8 +187,9 @@ def table(records: Sequence[Record], *, run_infos: Mapping[str, Mapping[str, Any
   """
   runs = tables.by_run(records)
   scan = any(is_scan(recs) for recs in runs.values())
+  draws = any(len(r.get("exact_match_draws") or []) > 1 for r in records)
   header = (["run", "conv.", "valid", IN_DIST, *MULTIPLE_COLUMNS, POOLED_2X, POOLED_4X]
-            + ([POOLED_TEST] if scan else []))
+            + ([POOLED_TEST] if scan else []) + ([DRAW_SD] if draws else []))
   rows, covered, marks = [], {}, set()
   for run, recs in runs.items():
     lengths = sorted({int(r["length"]) for r in recs})
@@ -204,9 +217,18 @@ def table(records: Sequence[Record], *, run_infos: Mapping[str, Mapping[str, Any
     cells += [cell(recs, ranges[POOLED_2X]), cell(recs, ranges[POOLED_4X])]
     if scan:
       cells.append(cell(recs, ranges.get(POOLED_TEST, [])))
-    rows.append([name, f"{done}/{total}", valid] + [stats.format_interval(c, digits)
-                                                    for c in cells])
-  return tables._document("", header, rows, _legend(covered, marks)).lstrip("#").lstrip()
+    row = [name, f"{done}/{total}", valid] + [stats.format_interval(c, digits) for c in cells]
+    if draws:
+      spread = draw_spread(recs, ranges[POOLED_2X])
+      row.append(tables.EMPTY if spread is None else f"{spread:.{digits}f}")
+    rows.append(row)
+  legend = _legend(covered, marks)
+  if draws:
+    legend.append(f"{DRAW_SD}: rows decoded at random positions score each example over "
+                  "several independent position draws (records' `position_draws`); the sd "
+                  "across draws of a length's exact match, averaged over (L, 2L] and seeds. "
+                  "The intervals resample each example's mean over its draws.")
+  return tables._document("", header, rows, legend).lstrip("#").lstrip()
 
 
 def _seed_level(values_S: Sequence[float], digits: int) -> str:
