@@ -24,7 +24,10 @@ Precision. Projections, queries, keys, values (and so the cache) are in the
 compute dtype (`dtype`: float32 or bfloat16). The logits `q·k` accumulate in
 float32 and stay float32: the scheme's terms (float32, `positions.base`), the
 length scale, the mask and the softmax all act on float32; the weights are cast
-back to the compute dtype for `w·v`, which accumulates in float32 too.
+back to the compute dtype for `w·v`, which accumulates in float32 too. Every
+matmul (projections, `q·k`, `w·v`) goes through `dots`; in bfloat16 the head-major
+transposes are row-major copies (`heads_first`), so that forward and backward
+compile to native bf16 dots.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from relpos_jax import dots
 from relpos_jax import dropout as dropout_lib
 from relpos_jax.positions import base
 
@@ -91,7 +95,13 @@ def dot_product_attention(q_BxQxHxE: Array, k_BxKxHxE: Array, v_BxKxHxE: Array,
 
 
 def heads_first(x_BxLxHxE: Array) -> Array:
-  """`[B, L, H, E] -> [B, H, L, E]` (and back): the layout the attention matmuls read in place."""
+  """`[B, L, H, E] -> [B, H, L, E]` (and back): the layout the attention matmuls read in place.
+
+  A bf16 array is transposed into a row-major copy (`dots.row_major_transpose`): a
+  dot XLA:CPU would otherwise see a permuted operand of runs in float32.
+  """
+  if dots.is_bf16(x_BxLxHxE.dtype):
+    return dots.row_major_transpose(x_BxLxHxE, (0, 2, 1, 3))
   return jnp.swapaxes(x_BxLxHxE, 1, 2)
 
 
@@ -103,8 +113,9 @@ def _attend(q_BxQxHxE, k_BxHxKxE, v_BxHxKxE, qpos_BxQ, kpos_BxK, mask_BxQxK, sch
   beyond the query's and the output's; with one query (a decoding step) those are free.
   """
   scale = q_BxQxHxE.shape[-1] ** -0.5
-  logits_BxHxQxK = jnp.einsum("bhqk,bhsk->bhqs", heads_first(q_BxQxHxE), k_BxHxKxE,
-                              preferred_element_type=jnp.float32) * scale
+  dtype = v_BxHxKxE.dtype
+  logits_BxHxQxK = dots.einsum("bhqk,bhsk->bhqs", heads_first(q_BxQxHxE), k_BxHxKxE,
+                               dtype) * scale
   if scheme is not None and scheme.implements("logit_bias"):
     # Schemes see keys in the documented [B, K, H, E] layout; those that ignore them
     # (all but Transformer-XL) leave the transpose to dead-code elimination.
@@ -119,16 +130,31 @@ def _attend(q_BxQxHxE, k_BxHxKxE, v_BxHxKxE, qpos_BxQ, kpos_BxK, mask_BxQxK, sch
     logits_BxHxQxK = logits_BxHxQxK * scale_BxQ[:, None, :, None]
   if mask_BxQxK is not None:
     logits_BxHxQxK = jnp.where(mask_BxQxK[:, None], logits_BxHxQxK, _MASKED)
-  w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK, axis=-1).astype(v_BxHxKxE.dtype)
+  w_BxHxQxK = jax.nn.softmax(logits_BxHxQxK, axis=-1).astype(dtype)
   if dropout is not None:
     w_BxHxQxK = dropout(w_BxHxQxK)
-  out_BxQxHxE = heads_first(jnp.einsum("bhqs,bhsk->bhqk", w_BxHxQxK, v_BxHxKxE,
-                                       preferred_element_type=jnp.float32))
+  out_BxHxQxE = dots.einsum("bhqs,bhsk->bhqk", w_BxHxQxK, v_BxHxKxE, dtype)
+  extra_BxQxHxE = None
   if scheme is not None and scheme.implements("value_term"):
     extra_BxQxHxE = scheme.value_term(w_BxHxQxK, qpos_BxQ, kpos_BxK)
+  return _query_major(out_BxHxQxE, extra_BxQxHxE, dtype)
+
+
+def _query_major(out_BxHxQxE, extra_BxQxHxE, dtype):
+  """`[B, H, Q, E]` float32 (+ a scheme's `[B, Q, H, E]` value term) -> `[B, Q, H, E]` in `dtype`.
+
+  In bf16 the result is rounded first and then transposed as a row-major copy, the
+  operand form the output projection's bf16 dot needs; float32 keeps the order it
+  always had (same values either way: a transpose is exact).
+  """
+  if dots.is_bf16(dtype):
     if extra_BxQxHxE is not None:
-      out_BxQxHxE = out_BxQxHxE + extra_BxQxHxE.astype(jnp.float32)
-  return out_BxQxHxE.astype(v_BxHxKxE.dtype)
+      out_BxHxQxE = out_BxHxQxE + heads_first(extra_BxQxHxE.astype(jnp.float32))
+    return heads_first(out_BxHxQxE.astype(dtype))
+  out_BxQxHxE = heads_first(out_BxHxQxE)
+  if extra_BxQxHxE is not None:
+    out_BxQxHxE = out_BxQxHxE + extra_BxQxHxE.astype(jnp.float32)
+  return out_BxQxHxE.astype(dtype)
 
 
 class Attention(nn.Module):
@@ -156,12 +182,14 @@ class Attention(nn.Module):
 
   def setup(self):
     dense = lambda name: nn.DenseGeneral((self.num_heads, self.head_dim), use_bias=False,
-                                         dtype=self.dtype, param_dtype=jnp.float32, name=name)
+                                         dtype=self.dtype, param_dtype=jnp.float32, name=name,
+                                         **dots.dense_kwargs(self.dtype))
     self.query = dense("query")
     self.key = dense("key")
     self.value = dense("value")
     self.out = nn.DenseGeneral(self.d_model, axis=(-2, -1), use_bias=False, dtype=self.dtype,
-                               param_dtype=jnp.float32, name="out")
+                               param_dtype=jnp.float32, name="out",
+                               **dots.dense_kwargs(self.dtype))
     self.dropout = dropout_lib.Dropout(self.dropout_rate)
     self.cache = KVCache()
 

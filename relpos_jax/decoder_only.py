@@ -93,7 +93,7 @@ class DecoderOnly(nn.Module):
     length_scaled_attention: multiply the attention logits by log(n) / log(n_train),
       n the keys a query sees (`attention.length_scale`; Chiang & Cholak 2022).
     length_scale_train_keys: n_train (>= 2 when `length_scaled_attention`).
-    dtype: compute dtype, "float32" or "bfloat16" (see `model`'s module docstring).
+    dtype: compute dtype, "float32", "bfloat16" or "auto" (see `model`'s module docstring).
   """
 
   vocab_size: int
@@ -109,7 +109,8 @@ class DecoderOnly(nn.Module):
   position: Mapping[str, Any] | None = None  # None: T5's defaults
   length_scaled_attention: bool = False
   length_scale_train_keys: int = 0
-  dtype: str = "float32"  # "bfloat16": bf16 activations and matmuls, f32 params/softmax/loss
+  dtype: str = "float32"  # "bfloat16": bf16 activations and matmuls, f32 params/softmax/loss;
+  # "auto": bfloat16 where bf16 matmuls are fast (AMX CPU, GPU, TPU), else float32
 
   # Input and target positions are one running sequence: randomized positions
   # must be drawn jointly over both (train_lib).

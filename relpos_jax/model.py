@@ -16,7 +16,10 @@ Precision (`dtype`, config key `model.dtype`; as t5x / the Flax examples do it):
 parameters are float32 and every Dense / Embed / norm reads them in the compute
 dtype, so activations and matmul inputs are float32 or bfloat16; the attention
 logits and softmax, the norms' statistics, the positional math (see
-`positions.base`) and the output logits are float32 in either case.
+`positions.base`) and the output logits are float32 in either case. Every matmul
+(dense layers, attention, output logits) goes through `dots`, which in bfloat16
+hands XLA only the dot forms it runs natively, forward and backward; "auto"
+is bfloat16 where the backend runs those fast, else float32 (`precision`).
 """
 
 from __future__ import annotations
@@ -29,23 +32,26 @@ import jax
 import jax.numpy as jnp
 
 from relpos_jax import attention
+from relpos_jax import dots
 from relpos_jax import dropout as dropout_lib
 from relpos_jax import positions
+from relpos_jax import precision
 from relpos_jax.data import vocab
 
 Array = jax.Array
 
 NORMS = {"rms": nn.RMSNorm, "layer": nn.LayerNorm}
-# `model.dtype`: the compute dtype of activations and matmul inputs (parameters stay float32).
+# `model.dtype`: the compute dtype of activations and matmul inputs (parameters stay float32);
+# "auto" is one of the two, chosen by the backend (`precision.resolve`).
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 def compute_dtype(name: str) -> Any:
   """The jnp dtype of `model.dtype`; ValueError naming the config key for an unknown one."""
-  if name not in DTYPES:
+  if name not in DTYPES and name != "auto":
     raise ValueError(f"unknown dtype {name!r} (config key model.dtype); "
-                     f"choose one of: {', '.join(DTYPES)}")
-  return DTYPES[name]
+                     f"choose one of: {', '.join(DTYPES)}, auto")
+  return DTYPES[precision.resolve(name)]
 
 
 def f32_dot_general(*args, **kwargs) -> Array:
@@ -75,7 +81,8 @@ class Mlp(nn.Module):
 
   @nn.compact
   def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
-    dense = lambda n, name: nn.Dense(n, dtype=self.dtype, param_dtype=jnp.float32, name=name)
+    dense = lambda n, name: nn.Dense(n, dtype=self.dtype, param_dtype=jnp.float32, name=name,
+                                     **dots.dense_kwargs(self.dtype))
     h_BxLxF = nn.gelu(dense(self.d_ff, "wi")(x_BxLxD))
     h_BxLxF = dropout_lib.Dropout(self.dropout_rate)(h_BxLxF, deterministic=deterministic)
     return dense(self.d_model, "wo")(h_BxLxF)
@@ -200,7 +207,7 @@ class EncoderDecoder(nn.Module):
     length_scaled_attention: multiply every attention's logits by log(n) / log(n_train),
       n the keys a query sees (`attention.length_scale`; Chiang & Cholak 2022).
     length_scale_train_keys: n_train (>= 2 when `length_scaled_attention`).
-    dtype: compute dtype, "float32" or "bfloat16" (see the module docstring).
+    dtype: compute dtype, "float32", "bfloat16" or "auto" (see the module docstring).
   """
 
   joint_positions: ClassVar[bool] = False  # inputs and targets have positions of their own
@@ -217,7 +224,8 @@ class EncoderDecoder(nn.Module):
   position: Mapping[str, Any] | None = None  # None: T5's defaults
   length_scaled_attention: bool = False
   length_scale_train_keys: int = 0
-  dtype: str = "float32"  # "bfloat16": bf16 activations and matmuls, f32 params/softmax/loss
+  dtype: str = "float32"  # "bfloat16": bf16 activations and matmuls, f32 params/softmax/loss;
+  # "auto": bfloat16 where bf16 matmuls are fast (AMX CPU, GPU, TPU), else float32
 
   def __post_init__(self):
     freeze_position(self)
@@ -385,8 +393,10 @@ def token_embedding(module: nn.Module) -> nn.Embed:
 
 def logits_dense(module: nn.Module) -> nn.Dense:
   """The untied output projection, named `logits`: compute-dtype inputs, float32 logits."""
-  return nn.Dense(module.vocab_size, use_bias=False, dtype=compute_dtype(module.dtype),
-                  param_dtype=jnp.float32, dot_general=f32_dot_general, name="logits")
+  dtype = compute_dtype(module.dtype)
+  kwargs = dots.dense_kwargs(dtype, out_dtype=jnp.float32) or {"dot_general": f32_dot_general}
+  return nn.Dense(module.vocab_size, use_bias=False, dtype=dtype, param_dtype=jnp.float32,
+                  name="logits", **kwargs)
 
 
 def output_logits(module: nn.Module, x_BxLxD: Array) -> Array:
@@ -396,10 +406,8 @@ def output_logits(module: nn.Module, x_BxLxD: Array) -> Array:
   the loss and the greedy choice see float32 logits in either dtype.
   """
   if module.share_embeddings:
-    dtype = compute_dtype(module.dtype)
-    table_VxD = module.embedding.embedding.astype(dtype)
-    logits_BxLxV = jnp.einsum("...d,vd->...v", x_BxLxD.astype(dtype), table_VxD,
-                              preferred_element_type=jnp.float32)
+    logits_BxLxV = dots.einsum("...d,vd->...v", x_BxLxD, module.embedding.embedding,
+                               compute_dtype(module.dtype))
     return logits_BxLxV * module.d_model ** -0.5
   return module.logits_dense(x_BxLxD)
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import jax
 
+from relpos_jax import precision
+
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy")
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -77,7 +79,9 @@ def portable_path(path: str, repo: str = _REPO) -> str:
 
 
 def provenance() -> dict[str, Any]:
-  """Versions, Python, backend, device and process counts, and the git commit."""
+  """Versions, Python, backend, device and process counts, the git commit, and what
+  `model.dtype = "auto"` resolves to here and why (`precision.record`)."""
   return {"versions": versions(), "python": platform.python_version(),
           "backend": jax.default_backend(), "device_count": jax.device_count(),
-          "process_count": jax.process_count(), "git": git_state()}
+          "process_count": jax.process_count(), "git": git_state(),
+          "precision": precision.record()}

@@ -70,8 +70,8 @@ def test_ablation_sweep_builds(path):
   command = f"python train.py --config configs/ablations/{path.name} --workdir runs/{path.stem}"
   assert command in module.__doc__, "the one command of the table belongs in the docstring"
   assert "Expected runtime" in module.__doc__
-  overrides = module.get_sweep()
-  runs = sweep_spec.expand(module.get_config("smoke"), overrides)
+  config, overrides = sweep_spec.load_sweep(module, "smoke")  # a get_sweep(arg) gets "smoke" too
+  runs = sweep_spec.expand(config, overrides)
   assert len({n for n, _ in runs}) == len(runs) > 1
   for (name, config), override in zip(runs, overrides):
     for key, value in override.items():

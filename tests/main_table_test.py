@@ -1,6 +1,7 @@
 """The main table: one pooled definition, intervals, convergence per row, provenance marks."""
 
 import numpy as np
+import pytest
 
 from relpos_jax.experiments import main_table
 from relpos_jax.experiments import stats
@@ -58,3 +59,19 @@ def test_provenance_marks():
   assert main_table.provenance_problems(clean, {"config": {}}) == [
       "no training provenance recorded"]
   assert "r §" in main_table.table(clean, run_infos={"r": {"config": {}}})
+
+
+def test_rows_decoded_under_the_old_random_protocol_are_marked():
+  old = [_record("r@random_positions", 0, 30, 0.5, eval_positions="random")]
+  new = [_record("r@random_positions", 0, 30, 0.5, eval_positions="random", position_draws=8)]
+  assert main_table.old_random_protocol(old) and not main_table.old_random_protocol(new)
+  assert "◊" in main_table.table(old) and "◊" not in main_table.table(new)
+
+
+def test_the_draw_spread_is_shown_for_rows_scored_over_several_draws():
+  rand = [_record("r@random_positions", s, 30, 0.5, eval_positions="random", position_draws=3,
+                  exact_match_draws=[0.4, 0.5, 0.6]) for s in range(2)]
+  assert main_table.draw_spread(rand, [30]) == pytest.approx(0.1)
+  assert main_table.draw_spread([_record("r", 0, 30, 0.5)], [30]) is None
+  text = main_table.table(rand + [_record("r", 0, 30, 0.5)])
+  assert main_table.DRAW_SD in text and "| 0.10 |" in text and "| — |" in text

@@ -20,6 +20,9 @@ the top two logits are more than twice that apart.
 """
 
 import functools
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -28,14 +31,21 @@ import pytest
 
 from relpos_jax import architectures
 from relpos_jax import decode
+from relpos_jax import dots
+from relpos_jax import model as model_lib
 from relpos_jax import optim
 from relpos_jax import positions
+from relpos_jax import precision
+from relpos_jax import provenance
 from relpos_jax import train_lib
 from relpos_jax.data import vocab
 from relpos_jax.positions import base
 from relpos_jax.positions import randomized
 
+from benchmarks import dots as bench_dots
 import model_harness  # its quick-loop scheme subset (pytest puts tests/ on the path)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCHEMES = sorted(positions.SCHEMES)
 # One scheme per hook (the first registered that implements it), for the costlier cached test.
@@ -205,5 +215,160 @@ def test_bf16_cached_decoding_matches_the_full_forward(arch):
 @pytest.mark.parametrize("dtype", ["float16", "bf16", "fp32"])
 def test_an_unknown_dtype_names_the_config_key(arch, dtype):
   with pytest.raises(ValueError, match=r"unknown dtype .* \(config key model\.dtype\); "
-                                       r"choose one of: float32, bfloat16"):
+                                       r"choose one of: float32, bfloat16, auto"):
     architectures.make_model(_config(arch, "t5", dtype), vocab_size=V)
+
+
+# ------------------------------------------------ the dot helper (relpos_jax/dots.py)
+
+EINSUMS = [  # (spec, lhs shape, rhs shape): every form the model uses, plus a swapped one
+    ("bld,dhe->blhe", (2, 3, 4), (4, 2, 5)),      # q/k/v projection
+    ("blhe,hed->bld", (2, 3, 2, 5), (2, 5, 4)),   # output projection
+    ("bhqk,bhsk->bhqs", (2, 2, 3, 5), (2, 2, 4, 5)),  # attention logits
+    ("bhqs,bhsk->bhqk", (2, 2, 3, 4), (2, 2, 4, 5)),  # weighted values
+    ("...d,vd->...v", (2, 3, 4), (7, 4)),         # tied output logits
+    ("md,df->fm", (3, 4), (4, 6)),                # an output order only a swap gives
+]
+
+
+def _rounded(rng, shape):
+  """A float32 array holding bf16-representable values (so f32 and bf16 see the same inputs)."""
+  return jnp.asarray(rng.normal(size=shape), jnp.bfloat16).astype(jnp.float32)
+
+
+@pytest.mark.parametrize("spec,a_shape,b_shape", EINSUMS)
+def test_float32_dots_are_jnp_einsum_bit_for_bit(spec, a_shape, b_shape):
+  rng = np.random.default_rng(0)
+  a, b = jnp.asarray(rng.normal(size=a_shape)), jnp.asarray(rng.normal(size=b_shape))
+  got = dots.einsum(spec, a, b, jnp.float32)
+  np.testing.assert_array_equal(got, jnp.einsum(spec, a, b, preferred_element_type=jnp.float32))
+  assert dots.dense_kwargs(jnp.float32) == {}  # Flax's own dot_general, unchanged
+
+
+@pytest.mark.parametrize("spec,a_shape,b_shape", EINSUMS)
+def test_bf16_einsum_values_and_float32_gradients(spec, a_shape, b_shape):
+  """Forward: f32 accumulation of bf16 inputs; gradients: the f32 ones up to bf16 rounding."""
+  rng = np.random.default_rng(1)
+  a, b = _rounded(rng, a_shape), _rounded(rng, b_shape)
+  got = dots.einsum(spec, a.astype(jnp.bfloat16), b, jnp.bfloat16)
+  assert got.dtype == jnp.float32
+  np.testing.assert_allclose(got, jnp.einsum(spec, a, b), rtol=1e-5, atol=1e-5)
+  c = jnp.asarray(rng.normal(size=got.shape), jnp.float32)
+  loss16 = lambda a, b: jnp.sum(dots.bf16_einsum(spec, a, b) * c)
+  loss32 = lambda a, b: jnp.sum(jnp.einsum(spec, a, b) * c)
+  (da16, db16), (da32, db32) = jax.grad(loss16, (0, 1))(a, b), jax.grad(loss32, (0, 1))(a, b)
+  assert da16.dtype == db16.dtype == jnp.float32  # a float32 weight gets a float32 gradient
+  for g16, g32 in ((da16, da32), (db16, db32)):
+    scale = float(np.abs(g32).max())
+    np.testing.assert_allclose(g16, g32, rtol=0, atol=0.02 * scale, err_msg=spec)
+    assert float(np.abs(np.asarray(g16) - np.asarray(g32)).max()) > 0  # really bf16 cotangents
+
+
+def test_row_major_transpose_is_a_transpose():
+  x = jnp.arange(2 * 3 * 1 * 4, dtype=jnp.bfloat16).reshape(2, 3, 1, 4)
+  for perm in [(0, 2, 1, 3), (3, 2, 1, 0), (0, 1, 3, 2), (0, 1, 2, 3)]:
+    np.testing.assert_array_equal(dots.row_major_transpose(x, perm), jnp.transpose(x, perm))
+
+
+def _train_step(arch, vmapped):
+  """One jitted bf16 T5 train step of a tiny model (vmapped over one seed or not); its metrics."""
+  m16 = architectures.make_model(_config(arch, "t5", "bfloat16"), vocab_size=V)
+  tx, schedule = optim.make_optimizer(num_steps=10)
+  inputs, targets = _batch(arch)
+  batch = {"inputs": inputs, "targets": targets}
+  state = train_lib.init_state(m16, tx, 0, batch)
+  step = train_lib.make_train_step(m16, tx, schedule, label_smoothing=0.0,
+                                   randomized=randomized.RandomizedPositions())
+  if vmapped:
+    add = lambda x: x[None]
+    step, state, batch, seed = (jax.vmap(step), jax.tree_util.tree_map(add, state),
+                                jax.tree_util.tree_map(add, batch), jnp.zeros((1,), jnp.int32))
+  else:
+    seed = jnp.int32(0)
+  compiled = jax.jit(step).lower(state, batch, seed).compile()
+  return compiled(state, batch, seed)[1], compiled.as_text()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("vmapped", [False, True])
+def test_bf16_train_step_runs_with_every_dot_in_bf16(arch, vmapped):
+  """The reverted attempt failed here un-vmapped (DotThunk BF16 x BF16 = F32)."""
+  metrics, hlo = _train_step(arch, vmapped)
+  assert np.isfinite(np.asarray(metrics["loss"])).all()
+  counts = bench_dots.count_dots(hlo)
+  assert counts.get("converted", 0) == 0, counts  # T5's bias is added, no positional dot
+  assert set(counts) == {"bf16 x bf16"}, counts
+
+
+@pytest.mark.slow  # a subprocess with two host devices
+def test_bf16_train_step_runs_on_the_data_parallel_mesh(tmp_path):
+  script = tmp_path / "mesh.py"
+  script.write_text(
+      "import jax, jax.numpy as jnp, numpy as np\n"
+      "from relpos_jax import architectures, optim, train_lib\n"
+      "from relpos_jax.positions import randomized\n"
+      "assert jax.device_count() == 2\n"
+      "for arch in ('encoder_decoder', 'decoder_only'):\n"
+      "  c = architectures.default_config(arch)\n"
+      "  c.update(d_model=16, num_heads=2, head_dim=8, d_ff=32, dtype='bfloat16')\n"
+      "  m = architectures.make_model(c, vocab_size=13)\n"
+      "  tx, sched = optim.make_optimizer(num_steps=10)\n"
+      "  rng = np.random.default_rng(0)\n"
+      "  batch = {'inputs': rng.integers(3, 13, (1, 4, 7)).astype(np.int32),\n"
+      "           'targets': rng.integers(3, 13, (1, 4, 5)).astype(np.int32)}\n"
+      "  mesh = train_lib.make_mesh()\n"
+      "  rep = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())\n"
+      "  rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, 'data'))\n"
+      "  state = jax.device_put(train_lib.init_replicas(m, tx, [0]), rep)\n"
+      "  step = train_lib.make_train_step(m, tx, sched, label_smoothing=0.0,\n"
+      "                                   randomized=randomized.RandomizedPositions())\n"
+      "  f = jax.jit(jax.vmap(step), out_shardings=(rep, rep))\n"
+      "  _, metrics = f(state, jax.device_put(batch, rows), jnp.zeros((1,), jnp.int32))\n"
+      "  assert np.isfinite(float(metrics['loss'][0])), arch\n"
+      "print('mesh ok')\n")
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+             PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
+  result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=600)
+  assert result.returncode == 0 and "mesh ok" in result.stdout, result.stderr[-2000:]
+
+
+# ------------------------------------------------ model.dtype = "auto" (relpos_jax/precision.py)
+
+@pytest.fixture
+def fresh_auto():
+  """Clears the once-per-process `auto` choice before and after the test."""
+  precision._auto.cache_clear()
+  yield
+  precision._auto.cache_clear()
+
+
+@pytest.mark.parametrize("fast,want", [(False, jnp.float32), (True, jnp.bfloat16)])
+def test_auto_follows_the_capability_check(monkeypatch, fresh_auto, fast, want):
+  monkeypatch.setattr(precision, "bf16_dots_fast", lambda: (fast, "forced by the test"))
+  assert model_lib.compute_dtype("auto") == want
+  assert precision.record() == {"auto": jnp.dtype(want).name, "reason": "forced by the test"}
+  assert provenance.provenance()["precision"]["auto"] == jnp.dtype(want).name
+  model = architectures.make_model(_config("decoder_only", "t5", "auto"), vocab_size=V)
+  inputs, targets = _batch("decoder_only")
+  cache = jax.eval_shape(lambda: decode.init_cache(model, inputs, targets.shape[1]))
+  kv = {leaf.dtype for path, leaf in jax.tree_util.tree_leaves_with_path(cache)
+        if "cached_key" in jax.tree_util.keystr(path)}
+  assert kv == {jnp.dtype(want)}  # the model really computes in the chosen dtype
+
+
+def test_bf16_is_fast_only_with_amx_or_an_accelerator():
+  avx512 = frozenset({"avx512f", "avx512_bf16"})
+  assert not precision.bf16_dots_fast("cpu", avx512)[0]
+  assert "amx_bf16" in precision.bf16_dots_fast("cpu", avx512)[1]
+  assert not precision.bf16_dots_fast("cpu", avx512 | {"amx_tile"})[0]
+  assert precision.bf16_dots_fast("cpu", avx512 | {"amx_tile", "amx_bf16"})[0]
+  assert precision.bf16_dots_fast("gpu", frozenset())[0]
+  assert precision.bf16_dots_fast("tpu", frozenset())[0]
+
+
+def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
+  path = tmp_path / "cpuinfo"
+  path.write_text("processor\t: 0\nflags\t\t: fpu sse2 amx_bf16 amx_tile\n\nprocessor\t: 1\n")
+  assert precision.cpu_flags(str(path)) == {"fpu", "sse2", "amx_bf16", "amx_tile"}
+  assert precision.cpu_flags(str(tmp_path / "missing")) == frozenset()

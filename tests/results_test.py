@@ -66,7 +66,8 @@ def test_render_shows_status_notes_and_the_pooled_table(tmp_path):
   text = results.render(str(root))
   assert text.startswith(results.HEADER)
   assert "## t\n\n`configs/ablations/t.py`: 1 of 2 runs stored (the table is incomplete)." in text
-  assert "What the table shows." in text and "| pooled |" in text and "#### Exact match" in text
+  assert "What the table shows." in text and "| pooled (L, 2L] |" in text
+  assert "- [t](#t): 1 of 2 runs" in text and "## Summary" in text  # contents, summary
   assert "Budget: 200 steps of batch 8." in text
 
 
@@ -83,6 +84,12 @@ def test_run_identity_ignores_provenance_logging_and_a_disabled_section():
     assert store.run_identity(other) != store.run_identity(config)
   # a model key the stored config lacks counts as its default, as a resume counts it
   assert store.run_identity(config)["model"]["dtype"] == "float32"
+  # "auto" counts as the precision the run resolved it to
+  auto = lambda resolved: {**config, "model": {**config["model"], "dtype": "auto"},
+                           "provenance": {"precision": {"auto": resolved}}}
+  assert store.run_identity(auto("bfloat16")) != store.run_identity(auto("float32"))
+  assert store.run_identity(auto("float32")) == store.run_identity(
+      {**auto("float32"), "provenance": {"precision": {"auto": "float32"}, "git": "x"}})
 
 
 def test_find_identical_run_and_copy_run(tmp_path):

@@ -83,10 +83,10 @@ def get_sweep() -> list[dict]:
   scan_data = get_config().data  # replaces the synthetic data section whole
   scan_data.update(task="scan", scan_split=SCAN_SPLIT)
   tasks = [{"data.task": task} for task in SYNTHETIC_TASKS] + [{"data": scan_data}]
-  return [{"model.position": _position(name), **task} for task in tasks for name in SCHEMES]
+  return [{"model.position": position_config(name), **task} for task in tasks for name in SCHEMES]
 
 
-def _position(name: str) -> ml_collections.ConfigDict:
+def position_config(name: str) -> ml_collections.ConfigDict:
   """The scheme's config, set as Kazemnejad et al. set it."""
   position = positions.default_config(name)
   if name == "rope":

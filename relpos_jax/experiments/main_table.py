@@ -36,6 +36,8 @@ POOLED_2X, POOLED_4X, POOLED_TEST = "pooled (L, 2L]", "pooled (L, 4L]", "pooled 
 MULTIPLE_COLUMNS = ("1.5×", "2×", "4×")
 FALLBACK = "*"
 PROVENANCE = "§"
+OLD_RANDOM = "◊"
+DRAW_SD = "draw sd (L, 2L]"
 
 
 def is_scan(records: Sequence[Record]) -> bool:
@@ -131,6 +133,27 @@ def row_convergence(records: Sequence[Record]) -> tuple[int, int, bool, list[flo
   return converged, len(by_seed), fallback, scores
 
 
+def old_random_protocol(records: Sequence[Record]) -> bool:
+  """Whether a random-position row was decoded under the superseded protocol.
+
+  Before `position_draws` was recorded, decoding at random positions drew one sample
+  per batch, shared by every seed and sized by the padded decode width.
+  """
+  return any(r.get("eval_positions") == "random" and "position_draws" not in r
+             for r in records)
+
+
+def draw_spread(records: Sequence[Record], lengths: Sequence[int]) -> float | None:
+  """Mean over seeds and `lengths` of the sd (ddof=1) of exact match across position draws.
+
+  None when the records were decoded once (0..L−1, or before draws were recorded).
+  """
+  wanted = {int(n) for n in lengths}
+  sds = [float(np.std(r["exact_match_draws"], ddof=1)) for r in records
+         if int(r["length"]) in wanted and len(r.get("exact_match_draws") or []) > 1]
+  return float(np.mean(sds)) if sds else None
+
+
 def provenance_problems(records: Sequence[Record], run_info: Mapping[str, Any] | None) -> list[str]:
   """What is wrong with a run's provenance: a dirty eval or training tree, no training commit."""
   problems = []
@@ -164,8 +187,9 @@ def table(records: Sequence[Record], *, run_infos: Mapping[str, Mapping[str, Any
   """
   runs = tables.by_run(records)
   scan = any(is_scan(recs) for recs in runs.values())
+  draws = any(len(r.get("exact_match_draws") or []) > 1 for r in records)
   header = (["run", "conv.", "valid", IN_DIST, *MULTIPLE_COLUMNS, POOLED_2X, POOLED_4X]
-            + ([POOLED_TEST] if scan else []))
+            + ([POOLED_TEST] if scan else []) + ([DRAW_SD] if draws else []))
   rows, covered, marks = [], {}, set()
   for run, recs in runs.items():
     lengths = sorted({int(r["length"]) for r in recs})
@@ -178,6 +202,9 @@ def table(records: Sequence[Record], *, run_infos: Mapping[str, Mapping[str, Any
     if done < total:
       name += f" {tables.UNCONVERGED}"
       marks.add(tables.UNCONVERGED)
+    if old_random_protocol(recs):
+      name += f" {OLD_RANDOM}"
+      marks.add(OLD_RANDOM)
     info = (run_infos or {}).get(run) or (run_infos or {}).get(run.split("@")[0])
     if provenance_problems(recs, info):
       name += f" {PROVENANCE}"
@@ -190,9 +217,18 @@ def table(records: Sequence[Record], *, run_infos: Mapping[str, Mapping[str, Any
     cells += [cell(recs, ranges[POOLED_2X]), cell(recs, ranges[POOLED_4X])]
     if scan:
       cells.append(cell(recs, ranges.get(POOLED_TEST, [])))
-    rows.append([name, f"{done}/{total}", valid] + [stats.format_interval(c, digits)
-                                                    for c in cells])
-  return tables.document("", header, rows, _legend(covered, marks)).lstrip("#").lstrip()
+    row = [name, f"{done}/{total}", valid] + [stats.format_interval(c, digits) for c in cells]
+    if draws:
+      spread = draw_spread(recs, ranges[POOLED_2X])
+      row.append(tables.EMPTY if spread is None else f"{spread:.{digits}f}")
+    rows.append(row)
+  legend = _legend(covered, marks)
+  if draws:
+    legend.append(f"{DRAW_SD}: rows decoded at random positions score each example over "
+                  "several independent position draws (records' `position_draws`); the sd "
+                  "across draws of a length's exact match, averaged over (L, 2L] and seeds. "
+                  "The intervals resample each example's mean over its draws.")
+  return tables.document("", header, rows, legend).lstrip("#").lstrip()
 
 
 def _seed_level(values_S: Sequence[float], digits: int) -> str:
@@ -230,6 +266,11 @@ def _legend(covered: Mapping[tuple[str, int], Mapping[str, list[int]]], marks: s
   if FALLBACK in marks:
     lines.append(f"{FALLBACK}: a randomized run's 0..L−1 row stored before validation per row: "
                  "judged (and `valid` shown) by its test exact match at the training lengths.")
+  if OLD_RANDOM in marks:
+    lines.append(f"{OLD_RANDOM}: decoded at random positions under the superseded protocol (one "
+                 "draw per batch, shared by all seeds, sized by the padded decode width): off "
+                 "the training distribution at long lengths and without the draws' variance; "
+                 "to be re-run (results/randomized/notes.md).")
   if PROVENANCE in marks:
     lines.append(f"{PROVENANCE}: provenance incomplete (trained or evaluated from a tree with "
                  "uncommitted changes, or no training provenance recorded); see the run's "

@@ -40,6 +40,7 @@ from absl import flags
 from relpos_jax.experiments import main_table
 from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import report
+from relpos_jax.experiments import scale_figures
 from relpos_jax.experiments import store
 from relpos_jax.experiments import summary
 from relpos_jax.experiments import tables
@@ -49,8 +50,10 @@ TABLE_FILE = store.TABLE_FILE
 NOTES_FILE = "notes.md"
 RESULTS_MD = "RESULTS.md"
 README_MD = "README.md"
-HEADLINE_TABLE = "shaw_terms"  # the table README.md shows (a complete, converged one)
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
+# Figures a table draws beyond its report, by table folder: a module with
+# `write_figures(records, run_infos, table_dir)` and the `FIGURE_FILES` it writes.
+TABLE_FIGURES = {"scale": scale_figures}
 HEADER = """# Results
 
 Every table below is rendered from the eval records committed under `results/<table>/`
@@ -133,7 +136,14 @@ def write_table_report(table_dir: str) -> list[Record]:
   records = read_table(table_dir)
   if records:
     report.write_report(records, table_dir)
+    if figures := TABLE_FIGURES.get(_table_name(table_dir)):
+      figures.write_figures(records, run_infos(table_dir), table_dir)
   return records
+
+
+def _table_name(table_dir: str) -> str:
+  """The table a folder holds: its name (`results/scale` -> `scale`)."""
+  return os.path.basename(os.path.normpath(table_dir))
 
 
 def _run_times(table_dir: str) -> str:
@@ -172,15 +182,16 @@ def render(root: str) -> str:
   """
   names = [t for t in sorted(os.listdir(root)) if os.path.isdir(os.path.join(root, t))] if (
       os.path.isdir(root)) else []
+  folder = os.path.basename(os.path.normpath(root))  # links relative to RESULTS.md
   contents = ["## Contents", "", f"- [Summary: who extrapolates where](#summary) "
-              f"(`{root}/{summary.SUMMARY_MD}`, figure `{root}/{summary.SUMMARY_PNG}`)"]
+              f"(`{folder}/{summary.SUMMARY_MD}`, figure `{folder}/{summary.SUMMARY_PNG}`)"]
   for table in names:
     done, total = table_status(os.path.join(root, table))
     contents.append(f"- [{table}](#{table}): {done} of {total} runs")
   summary_md = summary.markdown(summary.summary_cells(root)).replace(
       "### Summary: who extrapolates where", "## Summary", 1)
   parts = [HEADER, "\n".join(contents) + "\n", summary_md,
-           f"![summary]({root}/{summary.SUMMARY_PNG})\n"]
+           f"![summary]({folder}/{summary.SUMMARY_PNG})\n"]
   for table in names:
     table_dir = os.path.join(root, table)
     if not os.path.isdir(table_dir):
@@ -213,7 +224,10 @@ def render(root: str) -> str:
                 "", f"Per-length values, failure anatomy and the other metrics: "
                 f"`results/{table}/extrapolation.md` and `.csv`; figures: "
                 f"`results/{table}/{report.REPORT_FILES['plot']}`, "
-                f"`results/{table}/failure_anatomy*.png`."]
+                f"`results/{table}/failure_anatomy*.png`"
+                + "".join(f", `results/{table}/{name}`" for name in
+                          getattr(TABLE_FIGURES.get(table), "FIGURE_FILES", {}).values())
+                + "."]
     lines.append("")
     parts.append("\n".join(lines))
   return "\n".join(parts)
@@ -231,25 +245,19 @@ def run_infos(table_dir: str) -> dict[str, dict[str, Any]]:
   return infos
 
 
-def render_headline(root: str, table: str = HEADLINE_TABLE) -> str:
-  """README.md's headline block: one table's exact-match table and its figure.
+def render_headline(root: str) -> str:
+  """README.md's headline block: the summary table (schemes × tasks) and its figure.
 
   Args:
     root: the results folder.
-    table: the table to show.
 
   Returns:
-    The markdown between the README's headline markers (empty table: a line saying so).
+    The markdown between the README's headline markers.
   """
-  records = read_table(os.path.join(root, table))
-  if not records:
-    return f"(no records of `{table}` yet: see RESULTS.md)"
-  done, total = table_status(os.path.join(root, table))
-  text = (f"#### `{table}`: exact match\n\n"
-          + main_table.table(records, run_infos=run_infos(os.path.join(root, table))).rstrip())
-  return (f"{text}\n\n{done} of {total} runs; the notes, run time and other tables are in "
-          f"RESULTS.md.\n\n![exact match against length](results/{table}/"
-          f"{report.REPORT_FILES['plot']})")
+  text = summary.markdown(summary.summary_cells(root)).replace(
+      "### Summary: who extrapolates where\n\n", "", 1).rstrip()
+  folder = os.path.basename(os.path.normpath(root))  # the link is relative to the README
+  return f"![summary: who extrapolates where]({folder}/{summary.SUMMARY_PNG})\n\n{text}"
 
 
 def with_headline(readme: str, headline: str) -> str:

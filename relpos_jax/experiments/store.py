@@ -80,9 +80,11 @@ def run_identity(config: dict[str, Any]) -> dict[str, Any]:
   """What decides a run's records, from its config.json data.
 
   Everything but `_NOT_IDENTITY`; model keys the config lacks at their
-  architecture's default (as a resume counts them); and a section switched off
+  architecture's default (as a resume counts them); a section switched off
   (`enabled: false`, e.g. `randomized`) reduced to that switch, since its other
-  settings act only when it is on.
+  settings act only when it is on; and `model.dtype = "auto"` as the precision it
+  resolved to where the run's provenance records it (two `auto` runs on machines
+  that chose differently are different runs: a table never mixes precisions).
 
   Args:
     config: a run's config as JSON data (config.json, or `workdir.config_json`).
@@ -90,8 +92,11 @@ def run_identity(config: dict[str, Any]) -> dict[str, Any]:
   Returns:
     The config to compare runs by.
   """
+  resolved = ((config.get("provenance") or {}).get("precision") or {}).get("auto")
   config = run_identity_lib.with_model_defaults(
       {k: v for k, v in config.items() if k not in _NOT_IDENTITY})
+  if config.get("model", {}).get("dtype") == "auto":
+    config["model"] = {**config["model"], "dtype": f"auto:{resolved or 'unrecorded'}"}
   return {k: {"enabled": False} if isinstance(v, dict) and v.get("enabled") is False else v
           for k, v in config.items()}
 
