@@ -293,7 +293,8 @@ def compile_cached_decode(shape: Shape, scheme: str, B: int, L: int, *,
   oracle = jnp.full((B,), L, jnp.int32) if full_length else None
   start = time.perf_counter()
   compiled = decode._greedy_decode.lower(  # pylint: disable=protected-access
-      model, params, inputs, max_len=L, inputs_pos_BxS=None, oracle_lengths_B=oracle).compile()
+      model, params, inputs, max_len=L, inputs_pos_BxS=None, targets_pos_BxT=None,
+      oracle_lengths_B=oracle).compile()
   return CachedDecoder(model, params, inputs, compiled, time.perf_counter() - start, oracle)
 
 
