@@ -277,6 +277,7 @@ class CachedDecoder:
 
   def run(self):
     return jax.block_until_ready(self.compiled(self.params, self.inputs, inputs_pos_BxS=None,
+                                               targets_pos_BxT=None,
                                                oracle_lengths_B=self.oracle_lengths))
 
 
@@ -314,9 +315,11 @@ def bench_decode(clock: Clock, shape: Shape, scheme: str, B: int, L: int, runs: 
   if uncached:
     start = time.perf_counter()
     slow = decode._greedy_decode_uncached.lower(  # pylint: disable=protected-access
-        dec.model, dec.params, dec.inputs, max_len=L).compile()
+        dec.model, dec.params, dec.inputs, max_len=L, inputs_pos_BxS=None,
+        targets_pos_BxT=None).compile()
     row["uncached_compile_s"] = time.perf_counter() - start
-    seconds, row["uncached_matmul_rate"] = clock.time(lambda: slow(dec.params, dec.inputs),
+    seconds, row["uncached_matmul_rate"] = clock.time(lambda: slow(dec.params, dec.inputs, inputs_pos_BxS=None,
+                                                                   targets_pos_BxT=None),
                                                       max(1, min(runs, 2)))
     row["uncached_tok_s"] = B * steps / seconds
   return row

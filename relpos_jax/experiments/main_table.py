@@ -250,8 +250,8 @@ def _legend(covered: Mapping[tuple[str, int], Mapping[str, list[int]]], marks: s
   """The legend lines: what each column is, the pooled lengths per task, the marks."""
   lines = [
       "Exact match (greedy decoding), mean over seeds [95% interval: hierarchical bootstrap "
-      "over seeds and eval examples, t quantile with Welch–Satterthwaite df; relpos_jax/"
-      "stats.py]. in-dist: lengths ≤ L (the longest training length); 1.5×, 2×, 4×: the eval "
+      "over seeds and eval examples, t quantile with Welch–Satterthwaite df; "
+      "relpos_jax/experiments/stats.py]. in-dist: lengths ≤ L (the longest training length); 1.5×, 2×, 4×: the eval "
       "length nearest that multiple of L (within 15%); pooled: every example of the range "
       "weighs the same. valid: held-out validation exact match at the positions the row is "
       "decoded at, [interval over seeds]; conv.: seeds at or above the run's threshold.",

@@ -64,9 +64,9 @@ seed is the one with the best exact match on a held-out validation set disjoint 
 training; each row is marked † when a seed's validation exact match *at the positions that
 row is decoded at* is below `converged_at`: it did not learn the task there, so its
 columns are not read as extrapolation. Every cell is a mean over seeds with its 95%
-interval (seeds and eval examples, relpos_jax/stats.py); every table pools exact match
-over the same ranges, (L, 2L] and (L, 4L] (L: the longest training length), and SCAN also
-over its whole test split. Compare two runs with `python -m relpos_jax.compare`.
+interval (seeds and eval examples, relpos_jax/experiments/stats.py); every table pools exact
+match over the same ranges, (L, 2L] and (L, 4L] (L: the longest training length), and SCAN
+also over its whole test split. Compare two runs with `python -m relpos_jax.compare`.
 """
 
 
