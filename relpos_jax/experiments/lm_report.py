@@ -282,3 +282,12 @@ def write_passkey_report(records: Sequence[Record], out_dir: str) -> dict[str, s
     writer.writerows(rows)
   passkey_heatmap(records, paths["plot"])
   return paths
+
+
+def write_reports(records: Sequence[Record], out_dir: str) -> None:
+  """The passkey report of the passkey records and the bits-per-byte report of the rest."""
+  passkey = [r for r in records if "accuracy" in r]
+  if passkey:
+    write_passkey_report(passkey, out_dir)
+  if len(passkey) < len(records):
+    write_report([r for r in records if "accuracy" not in r], out_dir)

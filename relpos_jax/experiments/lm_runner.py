@@ -218,11 +218,7 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
       on_run(run_records[0]["run"] if run_records else name, workdir, run_records,
              time.perf_counter() - start)
   if out_dir is not None and {os.path.abspath(out_dir)} != own:
-    passkey_records = [r for r in records if "accuracy" in r]
-    if passkey_records:
-      lm_report.write_passkey_report(passkey_records, out_dir)
-    if len(passkey_records) < len(records):
-      lm_report.write_report([r for r in records if "accuracy" not in r], out_dir)
+    lm_report.write_reports(records, out_dir)
   return records
 
 
@@ -281,11 +277,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
       records += run_records
   stored = [{k: float("nan") if v is None and k in _NULLABLE else v for k, v in r.items()}
             for r in results.read_table(results_dir)]
-  passkey = [r for r in stored if "accuracy" in r]
-  if passkey:
-    lm_report.write_passkey_report(passkey, results_dir)
-  if len(passkey) < len(stored):
-    lm_report.write_report([r for r in stored if "accuracy" not in r], results_dir)
+  lm_report.write_reports(stored, results_dir)
   return records
 
 
