@@ -209,6 +209,10 @@ def test_a_copy_takes_its_seeds_from_its_source_table(tmp_path, monkeypatch):
   assert trained == ["t5+copy", "t5+copy.seed2"]
   assert (root / "randomized" / "records" / "t5+copy.jsonl").read_bytes() == (
       root / "schemes" / "records" / "t5+copy.jsonl").read_bytes()
+  run_sweep(randomized, "again")  # a table asking for 2 seeds copies the 3-seed run whole
+  assert trained == ["t5+copy", "t5+copy.seed2"]
+  assert (root / "again" / "records" / "t5+copy.jsonl").read_bytes() == (
+      root / "schemes" / "records" / "t5+copy.jsonl").read_bytes()
 
 
 def test_seeds_evaluated_under_another_protocol_are_not_appended(tmp_path, monkeypatch):

@@ -95,8 +95,9 @@ def seeds_to_add(table_dir: str, run: str, config: dict[str, Any],
         f"{n} seeds, or train the asked run under another name or table")
   for name in store.record_names(run, config, variants):
     path = store.record_path(table_dir, name)
-    problem = (_seeds_problem(records_lib.read_jsonl(path), int(stored["seed"]), n)
-               or _config_protocol_problem(records_lib.read_jsonl(path), config))
+    records = records_lib.read_jsonl(path)
+    problem = (_seeds_problem(records, int(stored["seed"]), n)
+               or _config_protocol_problem(records, config))
     if problem:
       raise ValueError(f"{path}: {problem}; no seeds are added to {run}")
   return list(range(n, wanted))

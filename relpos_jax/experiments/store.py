@@ -106,6 +106,9 @@ def find_identical_run(root: str, config: dict[str, Any], *,
                        exclude: str | None = None) -> tuple[str, str] | None:
   """A stored run of any table under `root` with the same `run_identity` as `config`.
 
+  Or with more seeds, the same otherwise: a run given seeds since (`added_seeds`)
+  holds the asked seeds as its first ones, and is copied whole.
+
   Args:
     root: the results folder (`results`).
     config: the config of the run about to be trained (JSON data).
@@ -127,9 +130,15 @@ def find_identical_run(root: str, config: dict[str, Any], *,
         info = json.load(f)
       if (not info.get("reused_from") and not info.get("variant_of")
           and has_records(table_dir, info["run"], info["config"])
-          and run_identity(info["config"]) == wanted):
+          and _holds(run_identity(info["config"]), wanted)):
         return table_dir, info["run"]
   return None
+
+
+def _holds(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
+  """Whether a stored run's identity is the wanted one, with as many seeds or more."""
+  rest = lambda identity: {k: v for k, v in identity.items() if k != "num_seeds"}
+  return rest(stored) == rest(wanted) and int(stored["num_seeds"]) >= int(wanted["num_seeds"])
 
 
 def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list[Record]:
