@@ -19,7 +19,9 @@ at L with the key at any depth; eval.py then writes the accuracy table and heatm
 over contexts L..16L x depths 0, 0.25, 0.5, 0.75, 1), smoke.
 
   python train.py --config configs/lm.py:scheme=alibi,objective=passkey --workdir runs/pk
-  python eval.py --workdir runs/pk            # passkey.{md,csv,jsonl}, passkey_heatmap.png The corpus manifest (Python version, documents, bytes and sha256 of each
+  python eval.py --workdir runs/pk            # passkey.{md,csv,jsonl}, passkey_heatmap.png
+
+The corpus manifest (Python version, documents, bytes and sha256 of each
 split) is computed here and stored in the run's config (`data.manifest`): eval
 refuses a corpus that differs from it.
 """

@@ -53,6 +53,10 @@ def _fake(monkeypatch, **changes):
     os.makedirs(os.path.join(workdir, "checkpoints", str(config.num_steps)))
     saved = {**workdir_lib.config_json(config), "provenance": {"git": {"dirty": False}}}
     pathlib.Path(workdir, "config.json").write_text(json.dumps(saved))
+    lines = [{"kind": "train", "step": config.num_steps, "seed": config.seed + k, "loss": 1.0,
+              "token_accuracy": 0.5, "steps_per_sec": 1.0} for k in range(config.num_seeds)]
+    pathlib.Path(workdir_lib.metrics_path(workdir)).write_text(
+        "".join(json.dumps(line) + "\n" for line in lines))
 
   def evaluate_runs(workdirs, out_dir, *, names, on_run, random_positions=False, overrides=(),
                     variant=None, **options):
@@ -114,6 +118,9 @@ def test_a_stored_run_gets_only_its_missing_seeds_appended(tmp_path, monkeypatch
     assert [(p["run"], p["seed"]) for p in info["seed_parts"]] == [
         (f"{RUN}.seed2{label}", 2), (f"{RUN}.seed3{label}", 3)]
     assert all(p["provenance"] and p["eval_provenance"] for p in info["seed_parts"])
+    assert info["train_seconds"] == 2.0 * 3  # the run's 2 steps, then each added seed's
+    assert ([c["seed"] for c in info["training_curve"]] == [0, 1, 2, 3] if not label
+            else "training_curve" not in info)  # a variant row has no curve of its own
   # Every renderer reads it as a 4-seed run.
   stored = results.read_table(str(table))
   assert tables.num_seeds([r for r in stored if r["run"] == RUN]) == 4

@@ -35,7 +35,8 @@ Provenance stays per seed: each record names the commit that evaluated it; the
 run's `runs/<run>.json` keeps its config (`num_seeds` now N; its `provenance` is
 the first training's, of the seeds trained together) and gains a `seed_parts`
 entry per added seed (its part, training and eval time, machine, training and eval
-provenance), as a run merged from parts has for every seed.
+provenance), as a run merged from parts has for every seed, and the added seeds'
+training curves beside the stored seeds' (`curves.py`; none if those have none).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
+from relpos_jax.experiments import curves
 from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import store
 from relpos_jax.positions import randomized as randomized_lib
@@ -252,12 +254,17 @@ def _append_lines(path: str, records: Sequence[Record]) -> None:
 
 def _extended_info(info: dict[str, Any], part_infos: Sequence[dict[str, Any]],
                    num_seeds: int) -> dict[str, Any]:
-  """A run's info with its added parts: `num_seeds`, summed times, one `seed_parts` entry each."""
-  return {**info, "config": {**info["config"], "num_seeds": num_seeds},
-          "train_seconds": (info.get("train_seconds") or 0.0) + sum(
-              i.get("train_seconds") or 0.0 for i in part_infos),
-          "eval_seconds": (info.get("eval_seconds") or 0.0) + sum(
-              i.get("eval_seconds") or 0.0 for i in part_infos),
-          "seed_parts": list(info.get("seed_parts") or []) + [
-              {**store.part_entry(i), "eval_provenance": i.get("eval_provenance")}
-              for i in part_infos]}
+  """A run's info with its added parts: `num_seeds`, times, `seed_parts`, training curves."""
+  out = {**info, "config": {**info["config"], "num_seeds": num_seeds},
+         "train_seconds": (info.get("train_seconds") or 0.0) + sum(
+             i.get("train_seconds") or 0.0 for i in part_infos),
+         "eval_seconds": (info.get("eval_seconds") or 0.0) + sum(
+             i.get("eval_seconds") or 0.0 for i in part_infos),
+         "seed_parts": list(info.get("seed_parts") or []) + [
+             {**store.part_entry(i), "eval_provenance": i.get("eval_provenance")}
+             for i in part_infos]}
+  out.pop("training_curve", None)  # a curve of only some seeds would look like fewer seeds
+  if not info.get("variant_of") and (curve := curves.merge(
+      [info.get("training_curve")] + [i.get("training_curve") for i in part_infos])):
+    out["training_curve"] = curve
+  return out

@@ -6,7 +6,8 @@ eval records are stored on their own as soon as it is evaluated:
     results/<table>/table.json          the sweep: its config file and run names, in order
     results/<table>/records/<run>.jsonl that run's eval records (every replica × length)
     results/<table>/runs/<run>.json     its config (with the training's provenance), training and
-                                        eval time, machine, the evaluation's provenance
+                                        eval time, machine, the evaluation's provenance, and
+                                        its training curve (`curves.py`; runs stored since)
     results/<table>/extrapolation.{md,csv,jsonl}, accuracy_vs_length.png
                                         the table's report over the runs stored so far
     results/<table>/notes.md            hand-written: what the table shows (optional)
@@ -41,6 +42,7 @@ from absl import app
 from absl import flags
 
 from relpos_jax.experiments import main_table
+from relpos_jax.experiments import precision_calibration
 from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import report
 from relpos_jax.experiments import scale_figures
@@ -55,8 +57,10 @@ RESULTS_MD = "RESULTS.md"
 README_MD = "README.md"
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
 # Figures a table draws beyond its report, by table folder: a module with
-# `write_figures(records, run_infos, table_dir)` and the `FIGURE_FILES` it writes.
-TABLE_FIGURES = {"scale": scale_figures}
+# `write_figures(records, run_infos, table_dir)` and the `FIGURE_FILES` it writes; one
+# that also has `markdown(records, run_infos, runs)` (`runs`: table.json's, stored or
+# not) adds that text to the table's section of RESULTS.md, even before any run is stored.
+TABLE_FIGURES = {"scale": scale_figures, "precision": precision_calibration}
 HEADER = """# Results
 
 Every table below is rendered from the eval records committed under `results/<table>/`
@@ -181,7 +185,8 @@ def render(root: str) -> str:
 
   Returns:
     The markdown: the header, then per table its title, status, notes, run
-    time, exact-match table and a pointer to its failure anatomy and figure.
+    time, its own section (a `TABLE_FIGURES` module's `markdown`), exact-match
+    table and a pointer to its failure anatomy and figures.
   """
   names = [t for t in sorted(os.listdir(root)) if os.path.isdir(os.path.join(root, t))] if (
       os.path.isdir(root)) else []
@@ -202,10 +207,11 @@ def render(root: str) -> str:
     records = read_table(table_dir)
     done, total = table_status(table_dir)
     meta_path = os.path.join(table_dir, TABLE_FILE)
-    config = ""
+    config, sweep_runs = "", []
     if os.path.exists(meta_path):
       with open(meta_path) as f:
-        config = json.load(f)["config"]
+        meta = json.load(f)
+      config, sweep_runs = meta["config"], meta["runs"]
     seed_parts = store.stored_parts(table_dir)
     partly = [f"{run} (seed{'s' * (len(done_seeds) > 1)} "
               f"{', '.join(map(str, done_seeds))} of {len(seeds)})"
@@ -224,6 +230,8 @@ def render(root: str) -> str:
     times = _run_times(table_dir)
     if times:
       lines += ["", times]
+    if section := getattr(TABLE_FIGURES.get(table), "markdown", None):
+      lines += ["", section(records, run_infos(table_dir), sweep_runs).rstrip()]
     if records:
       lines += ["", main_table.table(records, run_infos=run_infos(table_dir)).rstrip(),
                 "", f"Per-length values, failure anatomy and the other metrics: "

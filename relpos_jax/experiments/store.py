@@ -1,11 +1,12 @@
 """Results storage: a table's records, run infos and seed parts under `results/<table>/`.
 
 `results/<table>/records/<run>.jsonl` holds a run's eval records,
-`runs/<run>.json` its config, timings, machine and provenance; a run trained one
-seed at a time stores its seeds under `parts/` until `merge_parts` joins them (seeds
-added to a stored run too, until `added_seeds.append_parts` appends them). A
-run already stored in another table with an identical config is copied, not
-trained again (`find_identical_run`, `copy_run`). `results.py` reads and renders.
+`runs/<run>.json` its config, timings, machine, provenance and training curve
+(`curves.py`); a run trained one seed at a time stores its seeds under `parts/`
+until `merge_parts` joins them (seeds added to a stored run too, until
+`added_seeds.append_parts` appends them). A run already stored in another table
+with an identical config is copied, not trained again (`find_identical_run`,
+`copy_run`). `results.py` reads and renders.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from relpos_jax import metric_writers
 from relpos_jax import provenance
 from relpos_jax import run_identity as run_identity_lib
 from relpos_jax import workdir as workdir_lib
+from relpos_jax.experiments import curves
 from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import tables
 from relpos_jax.positions import randomized as randomized_lib
@@ -243,6 +245,10 @@ def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: s
     workdir: its training workdir (config.json and metrics.jsonl are read).
     eval_seconds: how long its evaluation took.
     info: more fields for `runs/<run>.json` (e.g. package versions).
+
+  The run info ends with the run's `training_curve` (`curves.training_curve`)
+  where its metrics.jsonl has one, except for a variant (`variant_of` in
+  `info`: another evaluation of a run that holds the curve).
   """
   records_lib.write_jsonl(records, record_path(table_dir, run))
   with open(workdir_lib.config_path(workdir)) as f:
@@ -250,6 +256,9 @@ def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: s
   run_info = {"run": run, "config": config, "train_seconds": train_seconds(workdir),
               "eval_seconds": eval_seconds, "machine": machine(),
               "eval_provenance": provenance.provenance(), **(info or {})}
+  curve = None if run_info.get("variant_of") else curves.training_curve(workdir)
+  if curve:
+    run_info["training_curve"] = curve
   write_run_info(table_dir, run, run_info)
 
 
@@ -337,8 +346,9 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
   records for that seed, as if the seeds had been trained together
   (train_lib_test checks replica k of a run equals the single run of its seed to
   float rounding). `runs/<run>.json` holds the run's config (the parts' own, with
-  `seed` and `num_seeds` of the run), the summed training and eval time, and
-  `seed_parts`: each part's name, seed, times and training provenance.
+  `seed` and `num_seeds` of the run), the summed training and eval time,
+  `seed_parts`: each part's name, seed, times and training provenance, and the
+  parts' training curves as one (`curves.merge`; left out if a part has none).
 
   Args:
     table_dir: `results/<table>`.
@@ -375,6 +385,8 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
             "seed_parts": [part_entry(i) for i in infos]}
     if name != run:
       info["variant_of"] = run
+    elif curve := curves.merge([i.get("training_curve") for i in infos]):
+      info["training_curve"] = curve
     records_lib.write_jsonl(records, record_path(table_dir, name))
     write_run_info(table_dir, name, info)
     merged += records
