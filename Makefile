@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-peers test demo bench table results lock clean
+.PHONY: install install-peers test demo bench table more-seeds results lock clean
 
 install: $(STAMP)
 
@@ -51,6 +51,13 @@ TABLE ?= shaw_terms
 table: $(STAMP)
 	$(PY) train.py --config configs/ablations/$(TABLE).py --workdir runs/$(TABLE) \
 		--results_dir results/$(TABLE) $(ARGS)
+	$(PY) -m relpos_jax.results
+
+# Seeds 3 and 4 for every stored run whose claims need more seeds (docs/evaluation.md, "More
+# seeds for a stored run"; about 12 h on 2 cores), one run at a time, then RESULTS.md.
+more-seeds: $(STAMP)
+	$(PY) -m relpos_jax.experiments.more_seeds --check
+	$(PY) -m relpos_jax.experiments.more_seeds --train
 	$(PY) -m relpos_jax.results
 
 # RESULTS.md (and each table's report) rendered from the committed records in results/.

@@ -22,6 +22,9 @@ that another table beside it stored with an identical config is copied from ther
 instead of trained again (`--noreuse` trains it). `--split_seeds` (with
 --results_dir) trains each run one seed at a time and stores each seed's records
 as it finishes, for runs longer than a working session (relpos_jax/sweep.py).
+`--config.num_seeds=N` (with --results_dir) gives a run stored with fewer seeds
+its missing ones, trained one at a time and appended (docs/evaluation.md, "More
+seeds for a stored run").
 
 Multi-process runs (README, "Multi-host"): `--multihost=auto` (default) joins one
 when JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID are set or in

@@ -43,3 +43,24 @@ def test_different_grids_and_unknown_columns_are_refused():
     compare.compare(_run("a", [1.0]), _run("b", [1.0], lengths=(10, 40)))
   with pytest.raises(ValueError, match="unknown column"):
     compare.compare(_run("a", [1.0]), _run("b", [1.0]), column="pooled")
+
+
+def test_runs_with_different_seeds_are_paired_on_the_seeds_both_have():
+  five = _run("a", [0.75, 0.5, 0.625, 1.0, 0.0], counts=True)  # seeds added to run A
+  three = _run("b", [0.25, 0.25, 0.5], counts=True)
+  assert compare.shared_seeds(five, three) == [0, 1, 2]
+  got = compare.compare(five, three)
+  assert got == compare.compare([r for r in five if r["seed"] < 3], three)
+  assert got.n_seeds == 3 and got.mean == pytest.approx(np.mean([0.5, 0.25, 0.125]))
+  assert compare.seeds_note(five, three, "pooled (L, 2L]") == (
+      " (paired on seeds 0, 1, 2: run A has 5, run B 3)")
+  assert compare.seeds_note(three, three, "pooled (L, 2L]") == ""
+  # Seeds that do not line up: only the matching ones are paired, by seed, not by position.
+  shifted = [{**r, "seed": r["seed"] + 1} for r in three]  # seeds 1, 2, 3
+  pairs = compare.compare(five, shifted)
+  assert compare.shared_seeds(five, shifted) == [1, 2, 3] and pairs.n_seeds == 3
+  assert pairs.mean == pytest.approx(np.mean([0.5 - 0.25, 0.625 - 0.25, 1.0 - 0.5]))
+  # A seed with nothing on the column in one run (not representable there) is left out.
+  na = [{**r, "error": "too long", "exact_match": float("nan")} if r["seed"] == 1 else r
+        for r in three]
+  assert compare.shared_seeds(five, na) == [0, 2] and compare.compare(five, na).n_seeds == 2

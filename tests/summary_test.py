@@ -33,3 +33,13 @@ def test_cells_come_from_each_scheme_plain_run(tmp_path):
   summary.write(str(tmp_path))
   assert (tmp_path / "summary.png").stat().st_size > 0
   assert list(summary.schemes_in(cells)) == [s for s in positions.SCHEMES if s in ("t5", "fire")]
+
+
+def test_the_legend_names_cells_resting_on_other_seed_counts(tmp_path):
+  _write(tmp_path, "schemes", "t5+copy", [0.5, 0.75, 0.25])
+  _write(tmp_path, "schemes", "xl+reverse", [0.5, 0.75, 0.25, 1.0, 0.5])  # seeds added
+  text = summary.markdown(summary.summary_cells(str(tmp_path)))
+  assert "mean over 3 seeds (5: xl on reverse) [95% interval" in text
+  _write(tmp_path, "schemes", "xl+reverse", [0.5, 0.75, 0.25])
+  assert "mean over 3 seeds [95% interval" in summary.markdown(
+      summary.summary_cells(str(tmp_path)))

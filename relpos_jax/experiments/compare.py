@@ -8,7 +8,9 @@ Every comparative sentence in the notes and the README cites one of these:
 
 Run A minus run B on one column of the main table (`main_table`: in-dist, 1.5×,
 2×, 4×, pooled (L, 2L], pooled (L, 4L], pooled test split), over the seeds both
-runs have (paired by seed: the same seed shares data order and eval set) and, when
+runs have (paired by seed: the same seed shares data order and eval set; a run with
+more seeds than the other, seeds added to it, is compared on the shared ones, and
+the output says so) and, when
 both runs' records list per-example outcomes (`exact_counts`), over the same eval
 examples (`stats.paired_difference`).
 """
@@ -79,15 +81,27 @@ def compare(records_a: Sequence[Record], records_b: Sequence[Record],
   if lengths != column_lengths(records_b, column):
     raise ValueError(f"{column} covers lengths {lengths} in run A but "
                      f"{column_lengths(records_b, column)} in run B: not comparable")
-  seeds = sorted({int(r["seed"]) for r in records_a} & {int(r["seed"]) for r in records_b})
+  seeds = shared_seeds(records_a, records_b, column)
   if not seeds:
-    raise ValueError("the two runs share no seed")
-  pick = lambda recs: [r for r in recs if int(r["seed"]) in seeds]
-  a_S = main_table.seed_samples(pick(records_a), lengths)
-  b_S = main_table.seed_samples(pick(records_b), lengths)
+    raise ValueError(f"the two runs share no seed with values on {column}")
+  a, b = (main_table.samples_by_seed(recs, lengths) for recs in (records_a, records_b))
+  a_S, b_S = [a[s] for s in seeds], [b[s] for s in seeds]
   paired = (all(r.get("exact_counts") is not None for r in records_a + records_b)
-            and all(a.shape == b.shape for a, b in zip(a_S, b_S)))
+            and all(x.shape == y.shape for x, y in zip(a_S, b_S)))
   return stats.paired_difference(a_S, b_S, paired_examples=paired)
+
+
+def shared_seeds(records_a: Sequence[Record], records_b: Sequence[Record],
+                 column: str = main_table.POOLED_2X) -> list[int]:
+  """The seeds both runs have values for on `column` (ascending): those a comparison pairs.
+
+  A run with more seeds than the other (seeds added to one of them) is compared on
+  the other's seeds only; a seed with no value on the column (not representable
+  there) in either run is left out.
+  """
+  a, b = (main_table.samples_by_seed(recs, column_lengths(recs, column))
+          for recs in (records_a, records_b))
+  return sorted(set(a) & set(b))
 
 
 def describe(interval: stats.Interval) -> str:
@@ -110,7 +124,17 @@ def main(argv: Sequence[str]) -> None:
   interval = compare(a, b, _COLUMN.value)
   name = lambda table, run: f"{os.path.basename(os.path.normpath(table))}/{run}"
   print(f"{name(table_a, run_a)} − {name(table_b, run_b)}, {_COLUMN.value}: "
-        f"{describe(interval)}")
+        f"{describe(interval)}{seeds_note(a, b, _COLUMN.value)}")
+
+
+def seeds_note(records_a: Sequence[Record], records_b: Sequence[Record], column: str) -> str:
+  """`" (seeds 0–2 of A's 5 and B's 3)"` when a run has seeds the pairing leaves out; else ""."""
+  seeds = shared_seeds(records_a, records_b, column)
+  counts = [tables.num_seeds(recs) for recs in (records_a, records_b)]
+  if all(n == len(seeds) for n in counts):
+    return ""
+  return (f" (paired on seeds {', '.join(map(str, seeds))}: run A has {counts[0]}, "
+          f"run B {counts[1]})")
 
 
 if __name__ == "__main__":

@@ -86,6 +86,12 @@ def example_values(record: Record) -> np.ndarray | None:
 
 def seed_samples(records: Sequence[Record], lengths: Sequence[int]) -> list[np.ndarray]:
   """Per seed (ascending), its per-example values over `lengths` (seeds without any left out)."""
+  by_seed = samples_by_seed(records, lengths)
+  return [by_seed[s] for s in sorted(by_seed)]
+
+
+def samples_by_seed(records: Sequence[Record], lengths: Sequence[int]) -> dict[int, np.ndarray]:
+  """Seed -> its per-example values over `lengths`, for the seeds that have any."""
   wanted = {int(n) for n in lengths}
   by_seed: dict[int, list[np.ndarray]] = {}
   for r in records:
@@ -93,7 +99,7 @@ def seed_samples(records: Sequence[Record], lengths: Sequence[int]) -> list[np.n
       values = example_values(r)
       if values is not None:
         by_seed.setdefault(int(r["seed"]), []).append(values)
-  return [np.concatenate(by_seed[s]) for s in sorted(by_seed)]
+  return {s: np.concatenate(v) for s, v in by_seed.items()}
 
 
 def cell(records: Sequence[Record], lengths: Sequence[int]) -> stats.Interval | None:
@@ -161,12 +167,16 @@ def provenance_problems(records: Sequence[Record], run_info: Mapping[str, Any] |
     problems.append("evaluated from a tree with uncommitted changes")
   if run_info is not None:
     config = run_info.get("config") or {}
-    trained = [config.get("provenance")] + [p.get("provenance") for p in
-                                            run_info.get("seed_parts") or []]
-    trained = [p for p in trained if p]
-    if not trained:
-      problems.append("no training provenance recorded")
-    elif any((p.get("git") or {}).get("dirty") for p in trained):
+    parts = run_info.get("seed_parts") or []
+    # Seeds trained alone carry their own provenance; the others were trained together,
+    # under the config's (a run stored with n seeds and given more keeps it for those n).
+    trained = [p.get("provenance") for p in parts]
+    if len(parts) < int(config.get("num_seeds") or 0) or not parts:
+      trained.append(config.get("provenance"))
+    if not all(trained):
+      problems.append("no training provenance recorded" if not any(trained)
+                      else "no training provenance recorded for some seeds")
+    if any(((p or {}).get("git") or {}).get("dirty") for p in trained):
       problems.append("trained from a tree with uncommitted changes")
   return problems
 

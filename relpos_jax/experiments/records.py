@@ -195,9 +195,13 @@ def write_jsonl(records: Iterable[Mapping[str, Any]], path: str) -> None:
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w") as f:
     for record in records:
-      clean = {k: None if isinstance(v, float) and math.isnan(v) else v
-               for k, v in record.items()}
-      f.write(json.dumps(clean, allow_nan=False) + "\n")
+      f.write(jsonl_line(record))
+
+
+def jsonl_line(record: Mapping[str, Any]) -> str:
+  """One record as `write_jsonl` writes it: a JSON object (NaN as null) and a newline."""
+  clean = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in record.items()}
+  return json.dumps(clean, allow_nan=False) + "\n"
 
 
 def read_jsonl(path: str) -> list[dict[str, Any]]:

@@ -14,7 +14,10 @@ eval records are stored on their own as soon as it is evaluated:
     results/<table>/parts/{records,runs}/<run>.seed<s>...
                                         a run trained one seed at a time (`sweep
                                         --split_seeds`): each seed's records until all
-                                        are stored and merged into records/<run>.jsonl
+                                        are stored and merged into records/<run>.jsonl;
+                                        likewise seeds added to a stored run (asked
+                                        with more `num_seeds`, added_seeds.py) until
+                                        all are, then appended to its records
 
 A sweep given `--results_dir results/<table>` skips every run whose records are
 there, and copies (rather than trains again) a run that another table under the
@@ -209,15 +212,17 @@ def render(root: str) -> str:
       with open(meta_path) as f:
         meta = json.load(f)
       config, sweep_runs = meta["config"], meta["runs"]
+    seed_parts = store.stored_parts(table_dir)
     partly = [f"{run} (seed{'s' * (len(done_seeds) > 1)} "
               f"{', '.join(map(str, done_seeds))} of {len(seeds)})"
-              for run, (done_seeds, seeds) in store.stored_parts(table_dir).items()
+              for run, (done_seeds, seeds) in seed_parts.items()
               if not store.has_run(table_dir, run)]
     lines = [f"## {table}", "",
              f"`{config}`: {done} of {total} runs stored"
              + ("." if done == total else " (the table is incomplete).")
              + (f" Trained one seed at a time, seeds stored so far (`{store.PARTS_DIR}/`, not in "
-                f"the table until all are): {'; '.join(partly)}." if partly else "")]
+                f"the table until all are): {'; '.join(partly)}." if partly else "")
+             + _adding_seeds(table_dir, seed_parts)]
     notes = os.path.join(table_dir, NOTES_FILE)
     if os.path.exists(notes):
       with open(notes) as f:
@@ -239,6 +244,20 @@ def render(root: str) -> str:
     lines.append("")
     parts.append("\n".join(lines))
   return "\n".join(parts)
+
+
+def _adding_seeds(table_dir: str, parts: dict[str, tuple[list[int], list[int]]]) -> str:
+  """A sentence naming stored runs whose added seeds (`added_seeds`) are partly stored; or ""."""
+  infos, adding = run_infos(table_dir), []
+  for run, (done_seeds, seeds) in parts.items():
+    config = (infos.get(run) or {}).get("config")
+    if config and int(config["num_seeds"]) < len(seeds):
+      first = int(config["seed"]) + int(config["num_seeds"])
+      added = [s for s in done_seeds if s >= first]
+      adding.append(f"{run} ({config['num_seeds']} seeds; of seeds {first}–{seeds[-1]}: "
+                    f"{', '.join(map(str, added)) or 'none'})")
+  return (f" Seeds being added to stored runs, stored so far (`{store.PARTS_DIR}/`, appended "
+          f"once all are): {'; '.join(adding)}." if adding else "")
 
 
 def run_infos(table_dir: str) -> dict[str, dict[str, Any]]:

@@ -3,9 +3,10 @@
 `results/<table>/records/<run>.jsonl` holds a run's eval records,
 `runs/<run>.json` its config, timings, machine, provenance and training curve
 (`curves.py`); a run trained one seed at a time stores its seeds under `parts/`
-until `merge_parts` joins them. A run already stored in another table with an
-identical config is copied, not trained again (`find_identical_run`, `copy_run`).
-`results.py` reads and renders.
+until `merge_parts` joins them (seeds added to a stored run too, until
+`added_seeds.append_parts` appends them). A run already stored in another table
+with an identical config is copied, not trained again (`find_identical_run`,
+`copy_run`). `results.py` reads and renders.
 """
 
 from __future__ import annotations
@@ -107,6 +108,9 @@ def find_identical_run(root: str, config: dict[str, Any], *,
                        exclude: str | None = None) -> tuple[str, str] | None:
   """A stored run of any table under `root` with the same `run_identity` as `config`.
 
+  Or with more seeds, the same otherwise: a run given seeds since (`added_seeds`)
+  holds the asked seeds as its first ones, and is copied whole.
+
   Args:
     root: the results folder (`results`).
     config: the config of the run about to be trained (JSON data).
@@ -128,9 +132,15 @@ def find_identical_run(root: str, config: dict[str, Any], *,
         info = json.load(f)
       if (not info.get("reused_from") and not info.get("variant_of")
           and has_records(table_dir, info["run"], info["config"])
-          and run_identity(info["config"]) == wanted):
+          and _holds(run_identity(info["config"]), wanted)):
         return table_dir, info["run"]
   return None
+
+
+def _holds(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
+  """Whether a stored run's identity is the wanted one, with as many seeds or more."""
+  rest = lambda identity: {k: v for k, v in identity.items() if k != "num_seeds"}
+  return rest(stored) == rest(wanted) and int(stored["num_seeds"]) >= int(wanted["num_seeds"])
 
 
 def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list[Record]:
@@ -148,17 +158,17 @@ def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list
   Returns:
     The copied records.
   """
-  config = _read_run_info(source_dir, source_run)["config"]
+  config = read_run_info(source_dir, source_run)["config"]
   records = []
   for source_name, name in zip(record_names(source_run, config), record_names(run, config)):
     source_info = _run_info_path(source_dir, source_name)
-    info = _read_run_info(source_dir, source_name)
+    info = read_run_info(source_dir, source_name)
     info.update(run=name, reused_from=os.path.join(
         os.path.basename(os.path.normpath(source_dir)), "runs", os.path.basename(source_info)))
     copied = [{**r, "run": name}
               for r in records_lib.read_jsonl(record_path(source_dir, source_name))]
     records_lib.write_jsonl(copied, record_path(table_dir, name))
-    _write_run_info(table_dir, name, info)
+    write_run_info(table_dir, name, info)
     records += copied
   return records
 
@@ -249,7 +259,7 @@ def write_run(table_dir: str, run: str, records: Sequence[Record], *, workdir: s
   curve = None if run_info.get("variant_of") else curves.training_curve(workdir)
   if curve:
     run_info["training_curve"] = curve
-  _write_run_info(table_dir, run, run_info)
+  write_run_info(table_dir, run, run_info)
 
 
 def _run_info_path(table_dir: str, run: str) -> str:
@@ -257,14 +267,14 @@ def _run_info_path(table_dir: str, run: str) -> str:
   return os.path.join(table_dir, "runs", f"{file_name(run)}.json")
 
 
-def _read_run_info(table_dir: str, run: str) -> dict[str, Any]:
-  """Reads `<table_dir>/runs/<run>.json`."""
+def read_run_info(table_dir: str, run: str) -> dict[str, Any]:
+  """Reads `<table_dir>/runs/<run>.json` (a run's info: `write_run`'s fields)."""
   with open(_run_info_path(table_dir, run)) as f:
     return json.load(f)
 
 
-def _write_run_info(table_dir: str, run: str, info: dict[str, Any]) -> None:
-  """Writes `<table_dir>/runs/<run>.json`."""
+def write_run_info(table_dir: str, run: str, info: dict[str, Any]) -> None:
+  """Writes `<table_dir>/runs/<run>.json` (its folder is created)."""
   path = _run_info_path(table_dir, run)
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path, "w") as f:
@@ -290,6 +300,9 @@ def parts_dir(table_dir: str) -> str:
 def stored_parts(table_dir: str) -> dict[str, tuple[list[int], list[int]]]:
   """The seed parts stored so far: run -> (its seeds whose records are all stored, all its seeds).
 
+  A run's seeds are those of the largest run its parts were trained for (parts of
+  seeds added to a stored run, `added_seeds`, name more seeds than the run's first).
+
   Args:
     table_dir: `results/<table>`.
 
@@ -305,17 +318,20 @@ def stored_parts(table_dir: str) -> dict[str, tuple[list[int], list[int]]]:
     if (run and info["run"] == part_name(run, seed)
         and has_records(parts_dir(table_dir), info["run"], info["config"],
                         info.get("part_variants", ()))):
-      found.setdefault(run, ([], sorted(info["seeds_of_run"])))[0].append(int(seed))
+      done, seeds = found.setdefault(run, ([], []))
+      done.append(int(seed))
+      if len(info["seeds_of_run"]) > len(seeds):  # seeds added to a run: its parts' largest
+        seeds[:] = sorted(info["seeds_of_run"])
   return {run: (sorted(done), seeds) for run, (done, seeds) in found.items()}
 
 
 def part_info(run: str, config: dict[str, Any], variants: Sequence[str] = ()) -> dict[str, Any]:
   """The fields a part's `runs/<part>.json` adds: its run, the run's seeds, its variants."""
-  return {"part_of": run, "seeds_of_run": _run_seeds(config), "part_variants": list(variants)}
+  return {"part_of": run, "seeds_of_run": run_seeds(config), "part_variants": list(variants)}
 
 
-def _run_seeds(config: dict[str, Any]) -> list[int]:
-  """The seeds of a run's replicas: `seed`, `seed + 1`, ... (`num_seeds` of them)."""
+def run_seeds(config: dict[str, Any]) -> list[int]:
+  """The seeds of a run's replicas: `seed`, `seed + 1`, ... (`num_seeds` of them; JSON data)."""
   return [int(config["seed"]) + k for k in range(int(config["num_seeds"]))]
 
 
@@ -346,26 +362,19 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
   Raises:
     ValueError: a part was trained with another config than the run's (but its seed).
   """
-  seeds = _run_seeds(config)
+  seeds = run_seeds(config)
   source = parts_dir(table_dir)
   names = record_names(run, config, variants)
   if not all(has_records(source, part_name(run, seed), config, variants) for seed in seeds):
     return None
-  wanted = run_identity(config)
-  part_infos = [_read_run_info(source, part_name(run, seed)) for seed in seeds]
-  for seed, part in zip(seeds, part_infos):
-    if run_identity({**part["config"], "seed": config["seed"],
-                     "num_seeds": config["num_seeds"]}) != wanted:
-      raise ValueError(f"{part_name(run, seed)} in {source} was trained with another config "
-                       f"than {run}'s (the sweep changed since?): delete its records and runs "
-                       "files there to train it again")
+  part_infos = check_parts(table_dir, run, config, seeds)
   merged = []
   for name in names:
     suffix = name[len(run):]  # "", "@random_positions", "@<label>"
     records = [{**r, "run": name, "replica": replica}
                for replica, seed in enumerate(seeds)
                for r in records_lib.read_jsonl(record_path(source, part_name(run, seed) + suffix))]
-    infos = part_infos if not suffix else [_read_run_info(source, part_name(run, seed) + suffix)
+    infos = part_infos if not suffix else [read_run_info(source, part_name(run, seed) + suffix)
                                            for seed in seeds]
     run_config = {k: v for k, v in infos[0]["config"].items() if k not in _PART_PROVENANCE}
     run_config.update(seed=seeds[0], num_seeds=len(seeds))
@@ -373,17 +382,39 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
             "train_seconds": sum(i.get("train_seconds") or 0.0 for i in infos),
             "eval_seconds": sum(i.get("eval_seconds") or 0.0 for i in infos),
             "machine": infos[0]["machine"], "eval_provenance": infos[0]["eval_provenance"],
-            "seed_parts": [{"run": i["run"], "seed": seed,
-                            "train_seconds": i.get("train_seconds"),
-                            "eval_seconds": i.get("eval_seconds"), "machine": i["machine"],
-                            **{k: i["config"][k] for k in _PART_PROVENANCE
-                               if k in i["config"]}}
-                           for i, seed in zip(infos, seeds)]}
+            "seed_parts": [part_entry(i) for i in infos]}
     if name != run:
       info["variant_of"] = run
     elif curve := curves.merge([i.get("training_curve") for i in infos]):
       info["training_curve"] = curve
     records_lib.write_jsonl(records, record_path(table_dir, name))
-    _write_run_info(table_dir, name, info)
+    write_run_info(table_dir, name, info)
     merged += records
   return merged
+
+
+def check_parts(table_dir: str, run: str, config: dict[str, Any],
+                seeds: Sequence[int]) -> list[dict[str, Any]]:
+  """The run infos of a run's stored parts of `seeds`, each checked to be that run's.
+
+  Raises:
+    ValueError: a part was trained with another config than the run's (but its seed).
+  """
+  source = parts_dir(table_dir)
+  wanted = run_identity(config)
+  part_infos = [read_run_info(source, part_name(run, seed)) for seed in seeds]
+  for seed, part in zip(seeds, part_infos):
+    if run_identity({**part["config"], "seed": config["seed"],
+                     "num_seeds": config["num_seeds"]}) != wanted:
+      raise ValueError(f"{part_name(run, seed)} in {source} was trained with another config "
+                       f"than {run}'s (the sweep changed since?): delete its records and runs "
+                       "files there to train it again")
+  return part_infos
+
+
+def part_entry(info: dict[str, Any]) -> dict[str, Any]:
+  """A part's entry in its run's `seed_parts`: name, seed, times, machine, training provenance."""
+  return {"run": info["run"], "seed": info["config"]["seed"],
+          "train_seconds": info.get("train_seconds"), "eval_seconds": info.get("eval_seconds"),
+          "machine": info["machine"],
+          **{k: info["config"][k] for k in _PART_PROVENANCE if k in info["config"]}}

@@ -78,13 +78,27 @@ def markdown(cells) -> str:
                       for arch, names, _, label in COLUMNS)
   legend = [
       "Exact match pooled over every eval example with L < length ≤ 2L (L: the longest "
-      "training length), mean over 3 seeds [95% interval over seeds and examples]; each "
-      "scheme's plain run (0..L−1, no eval-time variant). Tables: " + sources + ".",
+      f"training length), mean over {_seeds_text(cells)} [95% interval over seeds and "
+      "examples]; each scheme's plain run (0..L−1, no eval-time variant). Tables: "
+      + sources + ".",
       f"{tables.UNCONVERGED}: some seed did not learn the task in distribution; not read as "
       "extrapolation. Empty: not in that table. Compare across columns only as rankings: "
       "the tasks, sizes and budgets differ (RESULTS.md).",
   ]
   return tables.document("Summary: who extrapolates where", header, rows, legend)
+
+
+def _seeds_text(cells) -> str:
+  """`3 seeds`, or `3 seeds (5: copy/alibi, ...)` where some cells rest on another count."""
+  counts = {key: interval.n_seeds for key, (interval, _) in cells.items() if interval is not None}
+  if not counts:
+    return "seeds"
+  common = max(sorted(set(counts.values())), key=list(counts.values()).count)
+  others = sorted((n, COLUMNS[j][3], scheme) for (scheme, j), n in counts.items() if n != common)
+  text = f"{common} seed{'s' * (common > 1)}"
+  if others:
+    text += " (" + ", ".join(f"{n}: {scheme} on {label}" for n, label, scheme in others) + ")"
+  return text
 
 
 def figure(cells, path: str) -> None:

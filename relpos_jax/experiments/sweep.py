@@ -38,10 +38,11 @@ order), so n processes or a cluster job array share one sweep directory:
   done
 
 With `--results_dir results/<table>` each run is evaluated as soon as it is trained
-and its records stored there (see `run_sweep`), with every evaluation its table
-shows: a run trained at random positions also at random positions, and any
-eval-time variants the config file declares with `get_eval_variants(config)` ->
-`{label: {dotted key: value}}` (stored as `<run>@<label>`).
+and its records stored there (see `run_sweep`; `--config.num_seeds=N` above a stored
+run's n trains and appends only its seeds n..N-1: added_seeds.py), with every
+evaluation its table shows: a run trained at random positions also at random
+positions, and any eval-time variants the config file declares with
+`get_eval_variants(config)` -> `{label: {dotted key: value}}` (stored as `<run>@<label>`).
 
 A shard evaluates the sweep only if every run is finished when its own runs are,
 so the last shard to finish writes the tables (two finishing together may both
@@ -72,6 +73,7 @@ from relpos_jax import provenance
 from relpos_jax import run_identity
 from relpos_jax import train_lib
 from relpos_jax import workdir as workdir_lib
+from relpos_jax.experiments import added_seeds
 from relpos_jax.experiments import anatomy_table
 from relpos_jax.experiments import results
 from relpos_jax.experiments import runner
@@ -154,7 +156,9 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
   is skipped. With `results_dir` (`results/<table>`, see results.py) each run is
   evaluated as soon as it is trained and its records are stored there; a run
   whose records are already stored is neither trained nor evaluated again, so a
-  table can be completed a few runs at a time; with `reuse`, a run that another
+  table can be completed a few runs at a time, unless it is asked with more seeds
+  than it stores: then only the missing seeds are trained (one at a time, as seed
+  parts) and appended to its records (`added_seeds`); with `reuse`, a run that another
   table in the same results folder stored with an identical config
   (`store.find_identical_run`) is copied from there instead of trained.
 
@@ -232,7 +236,18 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     label = f"run {i + 1}/{len(mine)} {name}"
     found = stored(name, run_config)
     if found is True:
-      logging.info("%s: records stored in %s, skipping", label, results_dir)
+      with errors.user_errors():  # a stored run that cannot take the asked seeds: one line
+        missing = added_seeds.seeds_to_add(results_dir, name, workdir_lib.config_json(
+            run_config), list(variants.get(name, {})))
+      if missing:
+        logging.info("%s: stored with %d seeds, adding seeds %s", label, missing[0],
+                     [run_config.seed + k for k in missing])
+        records += _train_parts(sweep_dir, name, run_config, label, results_dir,
+                                variants.get(name, {}), run_eval=run_eval, lengths=lengths,
+                                batch_size=batch_size, allow_dirty=allow_dirty,
+                                first=missing[0])
+      else:
+        logging.info("%s: records stored in %s, skipping", label, results_dir)
       continue
     if found:
       if distributed.is_writer():
@@ -291,12 +306,12 @@ def seed_part_config(config: ml_collections.ConfigDict, k: int) -> ml_collection
 
 def _train_parts(sweep_dir: str, name: str, config: ml_collections.ConfigDict, label: str,
                  results_dir: str, variants: Mapping[str, Sequence[str]], *, run_eval: bool,
-                 **options) -> list[dict]:
-  """Trains and stores a run's missing seed parts, then merges them if all are stored."""
+                 first: int = 0, **options) -> list[dict]:
+  """Trains a run's missing seed parts from replica `first` on; stores the run once all are."""
   parts_dir = store.parts_dir(results_dir)
   config_data = workdir_lib.config_json(config)
   records: list[dict] = []
-  for k in range(config.num_seeds):
+  for k in range(first, config.num_seeds):
     part_config = seed_part_config(config, k)
     part = store.part_name(name, part_config.seed)
     if store.has_records(parts_dir, part, config_data, list(variants)):
@@ -311,10 +326,14 @@ def _train_parts(sweep_dir: str, name: str, config: ml_collections.ConfigDict, l
           info=store.part_info(name, config_data, list(variants)), **options)
   if not distributed.is_writer():
     return []
-  merged = store.merge_parts(results_dir, name, config_data, list(variants))
+  # From replica 0 the parts make the run; later ones are appended to its stored seeds.
+  with errors.user_errors():  # a part of another config or protocol: one line, nothing stored
+    merged = (added_seeds.append_parts(results_dir, name, config_data, list(variants), first)
+              if first else store.merge_parts(results_dir, name, config_data, list(variants)))
   if merged is None:
     return records
-  logging.info("%s: every seed stored: merged into %s", label, results_dir)
+  logging.info("%s: every seed stored: %s %s", label, "appended to" if first else "merged into",
+               results_dir)
   return merged
 
 
