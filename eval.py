@@ -27,7 +27,11 @@ A byte-level language-model run (data.task lm:..., configs/lm.py) is evaluated b
 relpos_jax/lm_eval.py instead: bits per byte at each eval context on the same test
 bytes (--num_examples: how many bytes), loss by position, lm_context.{jsonl,md,csv},
 bpb_vs_context.png and loss_vs_position.png in `<workdir>/eval/` (--override: an
-eval variant, e.g. RoPE scaling, in its subfolder).
+eval variant, e.g. RoPE scaling, in its subfolder); a passkey run: passkey.{jsonl,md,
+csv} and passkey_heatmap.png. --lengths, --batch_size and --eval_seed do not apply
+(ignored with a warning), --oracle_length, --random_positions and --dump_predictions
+are refused. With --results_dir they are stored as seq2seq runs are (with --sweep_dir,
+every eval-time variant of the sweep too), and the table's report is lm_report's.
 
 eval.py only reads a workdir's checkpoints (read-only, without the trainer's
 lock: it can run while the run still trains); an unreadable checkpoint is
@@ -123,10 +127,8 @@ def main(argv):
                  overrides=_OVERRIDE.value, random_positions=_RANDOM_POSITIONS.value)
   with errors.user_errors(ValueError, FileNotFoundError):
     is_lm = lm_eval.is_lm_run(workdirs[0])  # byte-level LMs: bits per byte by context
-    lm_options = dict(checkpoint=_CHECKPOINT.value, num_bytes=_NUM_EXAMPLES.value,
-                      overrides=_OVERRIDE.value)
     if is_lm and not _RESULTS_DIR.value:
-      print(lm_report.any_markdown(lm_runner.evaluate_runs(workdirs, out, **lm_options)))
+      print(lm_report.any_markdown(lm_runner.evaluate_runs(workdirs, out, **options)))
       return
     if _RESULTS_DIR.value:
       names = workdir_lib.run_names(workdirs)
@@ -141,15 +143,15 @@ def main(argv):
                           meta["config"])
         store.write_table_meta(_RESULTS_DIR.value, meta["config"],
                                  [r["name"] for r in meta["runs"]], variants)
-      if is_lm:
-        print(lm_report.any_markdown(lm_runner.evaluate_into_results(
-            workdirs, names, _RESULTS_DIR.value, variants=variants,
-            allow_dirty=_ALLOW_DIRTY.value, **lm_options)))
-        return
+      # LM runs too: runner.evaluate_runs hands them to lm_runner, and the table's
+      # report is lm_report's when its records are LM records.
       records = sweep.evaluate_into_results(workdirs, names, _RESULTS_DIR.value,
                                             variants=variants, allow_dirty=_ALLOW_DIRTY.value,
                                             **options)
       results.write_table_report(_RESULTS_DIR.value)
+      if is_lm:
+        print(lm_report.any_markdown(records))
+        return
     else:
       records = runner.evaluate_runs(workdirs, out, **options)
   print(report.markdown(records))

@@ -7,17 +7,28 @@ import numpy as np
 import pytest
 
 from relpos_jax import scoring
+from relpos_jax.experiments import lm_report
 from relpos_jax.experiments import records
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 COMMITTED = sorted((ROOT / "results").glob("**/records/*.jsonl"))
 
 
+def _is_lm(path):
+  """Whether a records file holds language-model records (lm_report's, not EvalRecords)."""
+  first = next(line for line in path.read_text().splitlines() if line.strip())
+  return lm_report.is_lm_records([json.loads(first)])
+
+
+LM = [p for p in COMMITTED if _is_lm(p)]
+SEQ2SEQ = [p for p in COMMITTED if p not in LM]
+
+
 def test_there_are_committed_records():
   assert len(COMMITTED) > 10
 
 
-@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(ROOT / "results")))
+@pytest.mark.parametrize("path", SEQ2SEQ, ids=lambda p: str(p.relative_to(ROOT / "results")))
 def test_every_committed_record_loads_and_writes_back_key_for_key(path):
   lines = [line for line in path.read_text().splitlines() if line.strip()]
   for line, record in zip(lines, records.read_eval_records(str(path)), strict=True):
@@ -28,8 +39,15 @@ def test_every_committed_record_loads_and_writes_back_key_for_key(path):
     assert json.dumps(clean) == json.dumps(raw)
 
 
+@pytest.mark.parametrize("path", LM, ids=lambda p: str(p.relative_to(ROOT / "results")))
+def test_every_committed_lm_record_reads_and_writes_back_byte_for_byte(path, tmp_path):
+  back = lm_report.from_stored(records.read_jsonl(str(path)))
+  records.write_jsonl(back, str(tmp_path / "r.jsonl"))
+  assert (tmp_path / "r.jsonl").read_text() == path.read_text()
+
+
 def _record(**changes):
-  path = COMMITTED[0]
+  path = SEQ2SEQ[0]
   raw = json.loads(path.read_text().splitlines()[0])
   return {**raw, **changes}
 

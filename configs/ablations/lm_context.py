@@ -1,4 +1,5 @@
-"""Language-model extrapolation on real text: bits per byte as the eval context grows past L.
+"""Language-model extrapolation on real text: bits per byte as the eval context grows past L,
+and passkey retrieval at the same contexts.
 
 Every registered positional scheme (relpos_jax/positions: none, sinusoidal, learned,
 shaw, t5, rope, alibi, xl, kerple, fire), each a byte-level decoder-only LM on
@@ -9,8 +10,19 @@ and 16L (non-overlapping windows; relpos_jax/lm_eval.py), with the loss at each
 position of a 16L window. Learned absolute positions have a table of exactly L + 1
 rows, so their cells beyond L read n/a.
 
+The passkey table: every scheme again, the same model and budget trained on
+passkey retrieval (`<scheme>+passkey`, `data.objective=passkey`,
+relpos_jax/data/passkey.py: a 5-digit key hidden at a random depth of L bytes of
+training-split filler), then scored at C = L..16L x key depths 0, .25, .5, .75, 1
+(32 examples per cell). They are runs of this sweep, not a table of their own, so
+one command completes the issue's table (bits per byte and passkey) into one folder,
+and every passkey row sits beside the LM row of its scheme with the same variants.
+Whether this budget learns retrieval at L is not calibrated yet: each passkey record
+carries its seed's `valid_passkey_accuracy` at L; a row near 0 there did not learn
+the task, and its longer contexts are not read as extrapolation.
+
 Eval-time rows (no training; from the trained runs' checkpoints, whose parameters
-they leave unchanged; `get_eval_variants`):
+they leave unchanged; `get_eval_variants`), for both objectives:
 - RoPE: position interpolation (`@pi`, Chen et al. 2023), dynamic NTK (`@dynamic_ntk`)
   and YaRN (`@yarn`, Peng et al. 2023), scaled from L to the longest context 16L
   (factor 16 at every C: a static scaling, as extrapolation_methods.py uses; it
@@ -19,23 +31,35 @@ they leave unchanged; `get_eval_variants`):
   Chiang & Cholak 2022).
 
 Size (configs/lm.py): 4 layers, d_model 128, 4 heads x 32, d_ff 512, 1,500 steps of
-32 windows of 128 bytes, AdamW lr 1e-3 (150 warmup steps, cosine), 3 seeds trained
-together, every 500 steps a checkpoint scored on 16,384 validation bytes at L (eval
-takes each seed's lowest validation loss).
+32 windows (passkey: examples) of 128 bytes, AdamW lr 1e-3 (150 warmup steps,
+cosine), 3 seeds trained together, every 500 steps a checkpoint scored on 16,384
+validation bytes at L (passkey: 160 validation examples at L; eval takes each seed's
+best checkpoint by that score).
 
-  python train.py --config configs/ablations/lm_context.py --workdir runs/lm_context
-  python eval.py --sweep_dir runs/lm_context --results_dir results/lm_context
+  python train.py --config configs/ablations/lm_context.py --workdir runs/lm_context \
+      --results_dir results/lm_context
+  python train.py --config configs/ablations/lm_context.py --workdir runs/lm_context \
+      --results_dir results/lm_context \
+      --runs none,sinusoidal,learned,shaw,t5,rope,alibi,xl,kerple,fire
   python train.py --config configs/ablations/lm_context.py:smoke --workdir /tmp/lmc \
-      --runs alibi                                             # seconds
+      --results_dir /tmp/results/lm_context --runs alibi,alibi+passkey --allow_dirty  # ~1 min
 
-The first command trains the 10 runs and writes their comparison to
-runs/lm_context/eval/ (each run's own report to runs/lm_context/<run>/eval/); the
-second evaluates every run and every eval-time variant (`get_eval_variants`) and
-stores them in results/lm_context/ (records/<run>.jsonl, runs/<run>.json, and the
-table's lm_context.{jsonl,md,csv}, bpb_vs_context.png, loss_vs_position.png).
-`train.py --results_dir` is not wired for language-model records yet (after each
-run the sweep renders the seq2seq tables of results.py / tables.py): use the two
-steps above. An eval variant by hand, e.g. YaRN on the RoPE run, or sliding windows:
+Each run is trained, then evaluated (with every one of its eval-time variants) and
+stored in results/lm_context/ as soon as it finishes: records/<run>.jsonl (one record
+per seed x context; passkey: per seed x context x depth), runs/<run>.json, and the
+table's report over every run stored so far, re-rendered after each run: lm_context.
+{jsonl,md,csv}, bpb_vs_context.png and loss_vs_position.png (bits per byte), and
+passkey.{jsonl,md,csv}, passkey_heatmap.png (accuracy by context x depth); `python
+-m relpos_jax.results` renders the table into RESULTS.md. A run whose records are
+stored is skipped (neither trained nor evaluated), so the table can be finished
+over several sessions (runs/ is not kept; commit results/lm_context/ as runs
+finish); `--split_seeds` trains and stores one seed at a time, for sessions shorter
+than a run; the second command above does the bits-per-byte runs first. Records
+are refused from a tree with uncommitted changes (`--allow_dirty` to override).
+Without --results_dir the sweep writes only runs/lm_context/eval/ (and each run's
+report to runs/lm_context/<run>/eval/), and `python eval.py --sweep_dir
+runs/lm_context --results_dir results/lm_context` stores finished runs afterwards.
+An eval variant by hand, e.g. YaRN on the RoPE run, or sliding windows:
 
   python eval.py --workdir runs/lm_context/rope \
       --override model.position.scaling.type=yarn \
@@ -43,16 +67,22 @@ steps above. An eval variant by hand, e.g. YaRN on the RoPE run, or sliding wind
       --override model.position.scaling.original_max_position=128
   python eval.py --workdir runs/lm_context/alibi --override data.sliding_stride=64
 
-10 runs. Expected runtime on 2 CPU cores: the issue's trial of this size took about
-7 minutes of training per scheme for one seed, so ~20 min per 3-seed run and ~3.5 h
-of training for the 10 (not measured here at full size). Eval of one run or variant:
-4 checkpoints x 3 seeds x 16 KB of validation at L, then 3 seeds x 64 KB at each of the
-5 contexts; benchmarks/records/lm_eval_memory.md measured 75-200 µs per byte (C = 128
-to 2048, a loaded VM), i.e. about 2-4 min per row; 23 rows (10 runs, 10 length-scaled
-variants and 3 RoPE scalings), ~1-1.5 h.
+20 runs (10 schemes x 2 objectives), 46 stored rows (each run, its length-scaled
+variant, and the 3 RoPE scalings of both RoPE runs). Expected runtime on 2 CPU
+cores (the full table not run here): the issue's trial of this size took about
+7 minutes of training per scheme for one seed, so ~20 min per 3-seed LM run; a
+passkey training step took 1.2-1.4x an LM step (measured here, 40 steps of one seed
+each, alibi, on a loaded VM: 1.0 against 1.2-1.4 steps/s), so ~25-30 min per
+passkey run: ~8 h of training for the 20. Eval of one LM row: 4 checkpoints x 3
+seeds x 16 KB of validation at L, then 3 seeds x 64 KB at each of the 5 contexts;
+benchmarks/records/lm_eval_memory.md measured 75-200 µs per byte (C = 128 to 2048,
+a loaded VM), i.e. about 2-4 min per row. A passkey row decodes 3 seeds x 5
+contexts x 5 depths x 32 examples (one seed's took 86 s here), plus 160 validation
+examples per checkpoint and seed: about 5 min. 46 rows, ~3-3.5 h of eval.
 `--sweep_shard i/n` splits the training over n processes.
-Arguments: those of configs/lm.py (`num_seeds`, `steps`, `smoke`, ...); the scheme is
-set per run.
+Arguments: those of configs/lm.py (`num_seeds`, `steps`, `smoke`, ...) but `objective`
+(the sweep sets it per run); the scheme is set per run. `smoke` is configs/lm.py's
+smoke size at L = 96 for both objectives (a passkey example needs more than 85 bytes).
 """
 
 from typing import Any
@@ -69,11 +99,23 @@ LONGEST_MULTIPLE = 16
 
 
 def get_config(arg=None) -> ml_collections.ConfigDict:
-  """configs/lm.py's size with 3 seeds (smoke: its smoke size)."""
+  """configs/lm.py's size with 3 seeds unless `num_seeds` is given (smoke: its smoke size at
+  the passkey's smoke L, so both objectives' runs share one base and differ by name only in
+  scheme and objective)."""
   args = config_args.parse(arg, _LM.ARGS)
-  if args["num_seeds"] == _LM.ARGS["num_seeds"]:
+  if args["objective"] != "lm":
+    raise ValueError(f"objective={args['objective']}: lm_context trains both objectives "
+                     "(`<scheme>` and `<scheme>+passkey` runs); drop the argument")
+  given = {item.partition("=")[0].strip() for item in (arg or "").split(",")}
+  if "num_seeds" not in given:
     arg = f"num_seeds=3,{arg or ''}"
-  return _LM.get_config(arg)
+  config = _LM.get_config(arg)
+  if args["smoke"]:
+    L = _LM.PASSKEY_SMOKE_LENGTH
+    config.data.train_length = L
+    config.model.position = _LM.position_config(args["scheme"], L)
+    config.data.eval_bytes = L * max(config.data.eval_multiples)  # one window at 4L
+  return config
 
 
 def rope_eval_overrides(train_length: int, longest: int) -> dict[str, dict[str, Any]]:
@@ -103,7 +145,10 @@ def get_eval_variants(config: ml_collections.ConfigDict) -> dict[str, dict[str, 
   return variants
 
 
-def get_sweep() -> list[dict]:
-  """Every registered scheme, in registry order (a learned table of L + 1 rows)."""
-  L = get_config().data.train_length
-  return [{"model.position": _LM.position_config(name, L)} for name in positions.SCHEMES]
+def get_sweep(arg=None) -> list[dict]:
+  """Every registered scheme as a byte LM (`<scheme>`), then as a passkey model
+  (`<scheme>+passkey`), in registry order (a learned table of L + 1 rows)."""
+  L = get_config(arg).data.train_length
+  schemes = [_LM.position_config(name, L) for name in positions.SCHEMES]
+  return ([{"model.position": position} for position in schemes]
+          + [{"model.position": position, "data.objective": "passkey"} for position in schemes])

@@ -1,12 +1,20 @@
-"""Language-model records -> the bits-per-byte table, its CSV, and two figures.
+"""Language-model records -> the bits-per-byte table, the passkey table, CSVs and figures.
 
 `write_report(records, out_dir)` writes `REPORT_FILES`: the records (JSON lines,
 NaN as null, as `records_lib.write_jsonl`), a markdown table of bits per byte by
 eval context (one row per run, one column per multiple of L; mean over seeds
-± the half-width of a 95% t-interval when there are 2 or more seeds; "n/a" where
-the scheme cannot encode the context), the same as CSV, bits per byte against
-context (log-2 axis, one line per run) and the loss by position within the
-longest window (one line per run, seeds averaged).
+± the half-width of a 95% t-interval when there are 2 or more seeds: every seed
+and row is scored on the same test bytes, so the interval is the seeds'; "n/a"
+where the scheme cannot encode the context), the same as CSV, bits per byte
+against context (log-2 axis, one line per run) and the loss by position within
+the longest window (one line per run, seeds averaged).
+
+`write_passkey_report(records, out_dir)` writes `PASSKEY_FILES`: passkey accuracy
+by eval context x key depth per run, mean over seeds with its 95% interval over
+seeds and eval examples (`stats.mean_interval`, the seq2seq tables' hierarchical
+bootstrap: a record's accuracy and `num_examples` give its examples' outcomes), as
+markdown, CSV and a heatmap. `results_markdown` is a results/ table's section of
+RESULTS.md (`python -m relpos_jax.results`).
 """
 
 from __future__ import annotations
@@ -19,8 +27,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from relpos_jax.experiments import palette
 from relpos_jax.experiments import plots
 from relpos_jax.experiments import records as records_lib
+from relpos_jax.experiments import stats
 
 Record = dict[str, Any]
 PASSKEY_FILES = {"records": "passkey.jsonl", "tables": "passkey.md", "csv": "passkey.csv",
@@ -29,12 +39,20 @@ REPORT_FILES = {"records": "lm_context.jsonl", "tables": "lm_context.md",
                 "csv": "lm_context.csv", "plot": "bpb_vs_context.png",
                 "position_plot": "loss_vs_position.png"}
 NA = "n/a"
+HEATMAP_COLUMNS = 5  # panels per row of the passkey heatmap
+NULLABLE = ("loss", "bits_per_byte", "perplexity", "accuracy")  # NaN, stored as null
 
 
 def is_lm_records(records: Sequence[Record]) -> bool:
   """Whether records are language-model records (bits per byte or passkey accuracy by context)."""
   return bool(records) and all(("bits_per_byte" in r or "accuracy" in r) and "context" in r
                                for r in records)
+
+
+def from_stored(records: Sequence[Record]) -> list[Record]:
+  """Records read back from JSON lines with their null metrics (`NULLABLE`) as NaN again."""
+  return [{k: float("nan") if v is None and k in NULLABLE else v for k, v in r.items()}
+          for r in records]
 
 
 def any_markdown(records: Sequence[Record]) -> str:
@@ -136,14 +154,19 @@ def bpb_vs_context(records: Sequence[Record], path: str) -> str:
       continue
     x = [r["context"] for r in mine]
     y = np.array([r["bits_per_byte"] for r in mine])
-    ax.plot(x, y, marker="o", label=run)
+    style = _style(run, mine[0]["scheme"], rows)
+    ax.plot(x, y, label=run, **{"marker": "o", **style})
     half = np.array([r["ci95"] for r in mine])
     if np.isfinite(half).any():
-      ax.fill_between(x, y - np.nan_to_num(half), y + np.nan_to_num(half), alpha=0.15)
+      ax.fill_between(x, y - np.nan_to_num(half), y + np.nan_to_num(half), alpha=0.15,
+                      color=style.get("color"))
   train = {r["train_length"] for r in records}
   for length in train:
     ax.axvline(length, color="gray", linestyle=":", linewidth=1)
   ax.set_xscale("log", base=2)
+  contexts = sorted({r["context"] for r in rows})
+  ax.set_xticks(contexts, [str(c) for c in contexts])
+  ax.minorticks_off()
   ax.set_xlabel("eval context (bytes; dotted: training context)")
   ax.set_ylabel("bits per byte (test)")
   ax.set_title("Bits per byte against eval context", loc="left")
@@ -162,7 +185,9 @@ def loss_vs_position(records: Sequence[Record], path: str) -> str:
     if not mine:
       continue
     curve = np.mean([r["position_loss"] for r in mine], axis=0) / math.log(2.0)
-    ax.plot(np.arange(len(curve)), _smooth(curve), label=run, linewidth=1)
+    style = {k: v for k, v in _style(run, mine[0].get("scheme"), usable).items()
+             if k != "marker"}
+    ax.plot(np.arange(len(curve)), _smooth(curve), label=run, linewidth=1, **style)
   for length in {r["train_length"] for r in records}:
     ax.axvline(length, color="gray", linestyle=":", linewidth=1)
   ax.set_xlabel(f"position within a window of {longest} bytes (dotted: training context)")
@@ -171,6 +196,21 @@ def loss_vs_position(records: Sequence[Record], path: str) -> str:
   if usable:
     ax.legend(fontsize=7)
   return plots._save(fig, path)  # pylint: disable=protected-access
+
+
+def _style(run: str, scheme: str | None, rows: Sequence[Record]) -> dict[str, Any]:
+  """A run's plot keywords: its scheme's colour (`palette`), each eval variant its own style.
+
+  The variants (`@label`) of the figure's runs are numbered in order of appearance
+  (the plain run is variant 0); a scheme the registry does not know draws in
+  matplotlib's own colours.
+  """
+  arms = palette.arm_indices([r["run"].partition("@")[2] for r in rows])
+  try:
+    style = palette.arm_style(scheme, arms[run.partition("@")[2]])
+  except ValueError:
+    return {}
+  return {"color": style.color, "linestyle": style.linestyle, "marker": style.marker}
 
 
 def _smooth(curve: np.ndarray, width: int = 16) -> np.ndarray:
@@ -196,20 +236,61 @@ def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
 
 # -------------------------------------------------------------------- passkey
 
+def _passkey_samples(group: Sequence[Record]) -> list[np.ndarray]:
+  """Per seed, the 0/1 outcome of each of its examples (from accuracy x num_examples).
+
+  A seed's records at several depths are pooled into one sample.
+  """
+  by_seed: dict[Any, list[np.ndarray]] = collections.OrderedDict()
+  for r in group:
+    if r.get("error") or not r.get("num_examples"):
+      continue
+    n = int(r["num_examples"])
+    correct = int(round(float(r["accuracy"]) * n))
+    by_seed.setdefault(r.get("seed"), []).append(np.repeat([1.0, 0.0], [correct, n - correct]))
+  return [np.concatenate(parts) for parts in by_seed.values()]
+
+
+def _passkey_row(group: Sequence[Record], **key: Any) -> dict[str, Any]:
+  """One cell of a passkey table: seeds, mean accuracy and its 95% interval, error."""
+  samples = _passkey_samples(group)
+  interval = stats.mean_interval(samples) if samples else None
+  errors = [r["error"] for r in group if r.get("error")]
+  nan = float("nan")
+  return {**key, "num_seeds": len(samples),
+          "num_examples": int(sum(len(s) for s in samples)),
+          "accuracy": interval.mean if interval else nan,
+          "ci95_low": interval.lo if interval else nan,
+          "ci95_high": interval.hi if interval else nan,
+          "error": errors[0] if errors else None}
+
+
 def passkey_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
-  """One row per (run, context, depth): seeds, mean accuracy, 95% half-width, error."""
+  """One row per (run, context, depth): seeds, mean accuracy, its 95% interval, error."""
   groups: dict[tuple[str, int, float], list[Record]] = collections.OrderedDict()
   for r in records:
     groups.setdefault((r["run"], int(r["context"]), float(r["depth"])), []).append(r)
-  rows = []
-  for (run, context, depth), group in groups.items():
-    good = [r["accuracy"] for r in group if not r.get("error")]
-    mean, half = mean_ci(good) if good else (float("nan"), float("nan"))
-    errors = [r["error"] for r in group if r.get("error")]
-    rows.append({"run": run, "context": context, "multiple": context / group[0]["train_length"],
-                 "depth": depth, "num_seeds": len(good), "accuracy": mean, "ci95": half,
-                 "error": errors[0] if errors else None})
-  return rows
+  return [_passkey_row(group, run=run, context=context,
+                       multiple=context / group[0]["train_length"], depth=depth)
+          for (run, context, depth), group in groups.items()]
+
+
+def passkey_context_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
+  """One row per (run, context): accuracy over every depth's examples, its 95% interval."""
+  groups: dict[tuple[str, int], list[Record]] = collections.OrderedDict()
+  for r in records:
+    groups.setdefault((r["run"], int(r["context"])), []).append(r)
+  return [_passkey_row(group, run=run, context=context,
+                       multiple=context / group[0]["train_length"])
+          for (run, context), group in groups.items()]
+
+
+def _accuracy_cell(row: dict[str, Any]) -> str:
+  """'0.75 [0.50, 0.94]' or 'n/a'."""
+  if not row["num_seeds"]:
+    return NA
+  return stats.format_interval(stats.Interval(row["accuracy"], row["ci95_low"],
+                                              row["ci95_high"], row["num_seeds"]))
 
 
 def passkey_markdown(records: Sequence[Record]) -> str:
@@ -219,17 +300,36 @@ def passkey_markdown(records: Sequence[Record]) -> str:
   for run in dict.fromkeys(r["run"] for r in rows):
     mine = [r for r in rows if r["run"] == run]
     depths = sorted({r["depth"] for r in mine})
-    out.append(f"### Passkey accuracy, {run} (mean over seeds; n/a: context not encodable)\n")
+    out.append(f"### Passkey accuracy, {run} (mean over seeds [95% interval over seeds and "
+               "examples]; n/a: context not encodable)\n")
     out.append("| context | " + " | ".join(f"depth {d:g}" for d in depths) + " |")
     out.append("|---|" + "---|" * len(depths))
     for context in sorted({r["context"] for r in mine}):
       cells = []
       for d in depths:
-        row = next(r for r in mine if r["context"] == context and r["depth"] == d)
-        cells.append(NA if not row["num_seeds"] else f"{row['accuracy']:.2f}")
+        row = next((r for r in mine if r["context"] == context and r["depth"] == d), None)
+        cells.append("—" if row is None else _accuracy_cell(row))
       out.append(f"| {context} ({context / _train(records):g}×L) | "
                  + " | ".join(cells) + " |")
     out.append("")
+  return "\n".join(out) + "\n"
+
+
+def passkey_summary_markdown(records: Sequence[Record]) -> str:
+  """Passkey accuracy over all depths: rows = runs, columns = eval context / L."""
+  rows = passkey_context_rows(records)
+  multiples = sorted({r["multiple"] for r in rows})
+  depths = sorted({float(r["depth"]) for r in records})
+  out = ["### Passkey accuracy by eval context, all depths\n",
+         f"Share of prompts whose 5 generated digits are the key, pooled over key depths "
+         f"{', '.join(f'{d:g}' for d in depths)}; mean over seeds [95% interval over seeds "
+         "and examples]; n/a: the scheme cannot encode that context.\n",
+         "| run | " + " | ".join(f"{m:g}×L" for m in multiples) + " |",
+         "|---|" + "---|" * len(multiples)]
+  by_key = {(r["run"], r["multiple"]): r for r in rows}
+  for run in dict.fromkeys(r["run"] for r in rows):
+    cells = [_accuracy_cell(by_key[(run, m)]) if (run, m) in by_key else "—" for m in multiples]
+    out.append(f"| {run} | " + " | ".join(cells) + " |")
   return "\n".join(out) + "\n"
 
 
@@ -239,12 +339,17 @@ def _train(records: Sequence[Record]) -> int:
 
 
 def passkey_heatmap(records: Sequence[Record], path: str) -> str:
-  """Accuracy by eval context (rows) x depth (columns), one panel per run; n/a cells hatched grey."""
+  """Accuracy by eval context (rows) x depth (columns), one panel per run (up to 5 a row);
+  n/a cells grey."""
   rows = passkey_rows(records)
   runs = list(dict.fromkeys(r["run"] for r in rows))
-  fig = plots._figure(3.2 * len(runs) + 0.8, 3.6)  # pylint: disable=protected-access
-  axes = np.atleast_1d(fig.subplots(1, len(runs), squeeze=False)[0])
+  ncols = max(1, min(HEATMAP_COLUMNS, len(runs)))
+  nrows = max(1, math.ceil(len(runs) / ncols))
+  fig = plots._figure(3.2 * ncols + 0.8, 3.2 * nrows + 0.4)  # pylint: disable=protected-access
+  axes = fig.subplots(nrows, ncols, squeeze=False).reshape(-1)
   image = None
+  for ax in axes[len(runs):]:
+    ax.set_axis_off()
   for ax, run in zip(axes, runs):
     mine = [r for r in rows if r["run"] == run]
     contexts = sorted({r["context"] for r in mine})
@@ -264,7 +369,7 @@ def passkey_heatmap(records: Sequence[Record], path: str) -> str:
     ax.set_ylabel("eval context (bytes)")
     ax.set_title(run, loc="left", fontsize=9)
   if image is not None:
-    fig.colorbar(image, ax=list(axes), label="passkey accuracy")
+    fig.colorbar(image, ax=list(axes), label="passkey accuracy (mean over seeds)")
   return plots._save(fig, path)  # pylint: disable=protected-access
 
 
@@ -291,3 +396,29 @@ def write_reports(records: Sequence[Record], out_dir: str) -> None:
     write_passkey_report(passkey, out_dir)
   if len(passkey) < len(records):
     write_report([r for r in records if "accuracy" not in r], out_dir)
+
+
+def results_markdown(records: Sequence[Record], table: str) -> str:
+  """A results/ table's section of RESULTS.md: bits per byte and passkey accuracy by context.
+
+  Args:
+    records: the table's stored records (`from_stored`).
+    table: the table folder's name (for the links to its report files).
+
+  Returns:
+    Markdown: the bits-per-byte tables, the passkey accuracy over all depths, and
+    where the per-depth table, the CSVs and the figures are.
+  """
+  passkey = [r for r in records if "accuracy" in r]
+  lm_records = [r for r in records if "accuracy" not in r]
+  parts, files = [], []
+  if lm_records:
+    parts.append(markdown(lm_records).rstrip())
+    files += [REPORT_FILES["tables"], REPORT_FILES["csv"], REPORT_FILES["plot"],
+              REPORT_FILES["position_plot"]]
+  if passkey:
+    parts.append(passkey_summary_markdown(passkey).rstrip())
+    files += [PASSKEY_FILES["tables"], PASSKEY_FILES["csv"], PASSKEY_FILES["plot"]]
+  parts.append("Per-seed records, tables (passkey: per key depth), CSVs and figures: "
+               + ", ".join(f"`results/{table}/{name}`" for name in files) + ".")
+  return "\n\n".join(parts) + "\n"

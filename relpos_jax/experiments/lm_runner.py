@@ -3,7 +3,9 @@
 The library half (`relpos_jax.lm_eval`) scores one checkpoint at one eval
 context; this module chooses each replica's checkpoint (lowest validation loss,
 or 1 - passkey accuracy), evaluates every context of a run, and writes
-`lm_report`'s files and the results/ records.
+`lm_report`'s files. `runner.evaluate_runs` hands LM runs to `evaluate_runs`
+here, so a sweep or eval.py stores them under results/ as it does seq2seq runs
+(`sweep.evaluate_into_results`; `results.write_table_report` renders the table).
 """
 
 from __future__ import annotations
@@ -28,8 +30,6 @@ from relpos_jax.data import passkey as passkey_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab as vocab_lib
 from relpos_jax.experiments import lm_report
-from relpos_jax.experiments import results
-from relpos_jax.experiments import store
 
 Record = lm_eval.Record
 CHECKPOINT_RULES = ("best", "last")
@@ -174,7 +174,7 @@ def evaluate_workdir(workdir: str, out_dir: str | None = None, *, run: str | Non
       records.append({**replica_base, "multiple": record["context"] / dataset.train_length,
                       **record})
       value = (f"accuracy {record['accuracy']:.3f} at depth {record['depth']}" if is_passkey
-               else f"{record.get('lm_eval.bits_per_byte', float('nan')):.4f} bits/byte")
+               else f"{record['bits_per_byte']:.4f} bits/byte")
       logging.info("run %s seed %d context %d: %s", name + variant, seed, record["context"],
                    "n/a" if record["error"] else value)
   logging.info("evaluated %s in %s", name + variant,
@@ -235,50 +235,3 @@ def _lm_options(options: dict[str, Any]) -> dict[str, Any]:
     if options.pop(key, None) not in (None, 0):
       logging.warning("%s is ignored for language-model runs", key)
   return options
-
-
-def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results_dir: str, *,
-                          variants: dict[str, dict[str, Sequence[str]]] | None = None,
-                          allow_dirty: bool = False, **options: Any) -> list[Record]:
-  """Evaluates LM runs (and their eval-time variants) and stores them in a results/ table.
-
-  Each run's records (and each variant's, as `<run>@<label>`, its run info saying
-  `variant_of`) go through `store.write_run`, as the seq2seq tables' do; the
-  table's report is then `lm_report`'s over every run stored so far
-  (`results.read_table`), written into `results_dir`.
-
-  Args:
-    workdirs: trained LM workdirs.
-    names: their run names.
-    results_dir: the table folder (`results/<table>`).
-    variants: run name -> {label: `key=value` overrides} (`sweep.eval_variants`).
-    allow_dirty: store records from a tree with uncommitted changes (refused by
-      default, checked before each run: `provenance.check_clean_tree`).
-    **options: `LMEvalOptions` fields (without overrides: every variant is evaluated;
-      with them: only that evaluation).
-
-  Returns:
-    The records evaluated now.
-  """
-  records = []
-  for workdir, name in zip(workdirs, names):
-    provenance.check_clean_tree(allow_dirty)
-    plan = [dict(options)]
-    if not options.get("overrides"):
-      plan += [{**options, "overrides": list(overrides), "variant": label}
-               for label, overrides in (variants or {}).get(name, {}).items()]
-    for run_options in plan:
-      start = time.perf_counter()
-      run_records = evaluate_workdir(workdir, run=name, **run_options)
-      record_name = run_records[0]["run"]
-      store.write_run(results_dir, record_name, run_records, workdir=workdir,
-                        eval_seconds=time.perf_counter() - start,
-                        info={"variant_of": name} if record_name != name else {})
-      records += run_records
-  stored = [{k: float("nan") if v is None and k in _NULLABLE else v for k, v in r.items()}
-            for r in results.read_table(results_dir)]
-  lm_report.write_reports(stored, results_dir)
-  return records
-
-
-_NULLABLE = ("loss", "lm_eval.bits_per_byte", "perplexity", "accuracy")  # NaN, stored as null

@@ -10,6 +10,10 @@ eval records are stored on their own as soon as it is evaluated:
                                         its training curve (`curves.py`; runs stored since)
     results/<table>/extrapolation.{md,csv,jsonl}, accuracy_vs_length.png
                                         the table's report over the runs stored so far
+                                        (a language-model table: lm_report's files,
+                                        lm_context.{md,csv,jsonl}, bpb_vs_context.png,
+                                        loss_vs_position.png, passkey.{md,csv,jsonl},
+                                        passkey_heatmap.png)
     results/<table>/notes.md            hand-written: what the table shows (optional)
     results/<table>/parts/{records,runs}/<run>.seed<s>...
                                         a run trained one seed at a time (`sweep
@@ -41,6 +45,7 @@ from typing import Any, Sequence
 from absl import app
 from absl import flags
 
+from relpos_jax.experiments import lm_report
 from relpos_jax.experiments import main_table
 from relpos_jax.experiments import precision_calibration
 from relpos_jax.experiments import records as records_lib
@@ -134,6 +139,9 @@ def table_status(table_dir: str) -> tuple[int, int]:
 def write_table_report(table_dir: str) -> list[Record]:
   """Writes the table's report (`report.REPORT_FILES`) over the runs stored so far.
 
+  A table of language-model records gets `lm_report`'s files instead (bits per
+  byte by context and its figures, and the passkey report of its passkey runs).
+
   Args:
     table_dir: `results/<table>`.
 
@@ -141,7 +149,10 @@ def write_table_report(table_dir: str) -> list[Record]:
     The records it was made from (empty: nothing written).
   """
   records = read_table(table_dir)
-  if records:
+  if lm_report.is_lm_records(records):
+    records = lm_report.from_stored(records)
+    lm_report.write_reports(records, table_dir)
+  elif records:
     report.write_report(records, table_dir)
     if figures := TABLE_FIGURES.get(_table_name(table_dir)):
       figures.write_figures(records, run_infos(table_dir), table_dir)
@@ -232,7 +243,9 @@ def render(root: str) -> str:
       lines += ["", times]
     if section := getattr(TABLE_FIGURES.get(table), "markdown", None):
       lines += ["", section(records, run_infos(table_dir), sweep_runs).rstrip()]
-    if records:
+    if lm_report.is_lm_records(records):
+      lines += ["", lm_report.results_markdown(lm_report.from_stored(records), table).rstrip()]
+    elif records:
       lines += ["", main_table.table(records, run_infos=run_infos(table_dir)).rstrip(),
                 "", f"Per-length values, failure anatomy and the other metrics: "
                 f"`results/{table}/extrapolation.md` and `.csv`; figures: "

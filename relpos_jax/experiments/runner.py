@@ -441,7 +441,8 @@ def evaluate_runs(workdirs: Sequence[str], out_dir: str | None, *,
     ValueError: no workdir holds a checkpoint; bad options.
   """
   if workdirs and all(lm_eval.is_lm_run(w) for w in workdirs):  # byte-level LMs: own protocol
-    return lm_runner.evaluate_runs(workdirs, out_dir, names=names, on_run=on_run, **options)
+    return lm_runner.evaluate_runs(workdirs, out_dir, names=names, on_run=on_run,
+                                   lengths=lengths, batch_size=batch_size, **options)
   opts = EvalOptions(lengths=None if lengths is None else list(lengths), batch_size=batch_size,
                      **options)
   names = list(names) if names is not None else workdir_lib.run_names(workdirs)

@@ -97,7 +97,8 @@ def run_name(overrides: Override, *, long: bool = False) -> str:
   """A short, path-safe name for a run made from its overrides.
 
   A scheme config gives its name (`shaw`), a data config or a `task` key its
-  task (`reverse`; SCAN with its split: `scan_length`), a bool its key or
+  task (`reverse`; SCAN with its split: `scan_length`), an `objective` key its
+  value (`passkey`), a bool its key or
   `no_<key>` (`randomized.enabled` counts as `randomized`), anything else
   `key=value`; parts are joined by `+`; no overrides give `base`. `long=True`
   uses full dotted keys and spells out every key of a sub-config
@@ -128,6 +129,8 @@ def _name_part(key: str, value: Any, long: bool) -> str:
     return "-".join([str(items.get("name", leaf))] + inner)
   if keys[-1] == "task" and not long:
     return _task_name(value)
+  if keys[-1] == "objective" and not long:  # `alibi+passkey`: the objective names the table row
+    return str(value)
   if isinstance(value, bool):
     return leaf if value else f"no_{leaf}"
   return f"{leaf}={_value_text(value)}"
