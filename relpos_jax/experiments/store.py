@@ -140,7 +140,9 @@ def find_identical_run(root: str, config: dict[str, Any], *,
 def _holds(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
   """Whether a stored run's identity is the wanted one, with as many seeds or more."""
   rest = lambda identity: {k: v for k, v in identity.items() if k != "num_seeds"}
-  return rest(stored) == rest(wanted) and int(stored["num_seeds"]) >= int(wanted["num_seeds"])
+  # a config without the key (a hand-written one) trained one replica
+  seeds = lambda identity: int(identity.get("num_seeds", 1))
+  return rest(stored) == rest(wanted) and seeds(stored) >= seeds(wanted)
 
 
 def copy_run(source_dir: str, source_run: str, table_dir: str, run: str) -> list[Record]:
