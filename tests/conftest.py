@@ -19,10 +19,16 @@ Results stay float32 and every parity test compares two computations of the same
 session, so nothing a test checks depends on these settings. They are set before
 anything imports jax, as environment variables, so the subprocesses that tests
 start inherit them.
+
+Trained runs that tests only read, or copy before changing, are trained once per
+session (`smoke_run`, `learned_smoke_run`): by whichever pytest-xdist worker asks
+first, the others waiting on a file lock in the session's shared temporary folder.
 """
 
+import fcntl
 import os
 import pathlib
+import shutil
 
 import pytest
 
@@ -44,7 +50,9 @@ if _cache:
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
-from relpos_jax import provenance  # noqa: E402 (after the XLA settings above)
+from configs import default  # noqa: E402 (after the XLA settings above)
+from relpos_jax import provenance  # noqa: E402
+from relpos_jax import train_lib  # noqa: E402
 
 # Files whose tests run longest (subprocesses, training), in that order. xdist's workers
 # take tests in collection order, round-robin at first, then as each finishes; starting
@@ -59,6 +67,42 @@ def pytest_collection_modifyitems(items):
   """Runs the files of LONGEST_FIRST first (stable: the order inside a file is kept)."""
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def _train_once(tmp_path_factory, name, config):
+  """Trains `config` into `<session temp>/shared_runs/<name>` unless a worker already has.
+
+  Returns the workdir. pytest-xdist's workers each have a temp folder of their own inside
+  the session's; the run and its lock live in the session's, so all workers share one.
+  """
+  base = tmp_path_factory.getbasetemp()
+  root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared_runs"
+  root.mkdir(exist_ok=True)
+  workdir, done = root / name, root / f"{name}.done"
+  with open(root / f"{name}.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or its process dies
+    if not done.exists():
+      shutil.rmtree(workdir, ignore_errors=True)  # what a worker that died here left
+      train_lib.train_and_evaluate(config, str(workdir))
+      done.touch()
+  return str(workdir)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+  """A finished `configs/default.py:smoke` run (T5 bias, 6 steps, checkpoints at 3 and 6,
+  keeping both), trained once per session. Read it; copy it before changing it."""
+  return _train_once(tmp_path_factory, "smoke", default.get_config("smoke"))
+
+
+@pytest.fixture(scope="session")
+def learned_smoke_run(tmp_path_factory):
+  """A 2-replica smoke run of learned positions (3 steps) whose table has 16 rows: the smoke
+  eval lengths 4 and 8 fit, 16 is not representable. Read it; copy it before changing it
+  (an evaluation writes its report into the workdir)."""
+  config = default.get_config("smoke,scheme=learned,num_seeds=2,steps=3")
+  config.model.position.max_len = 16
+  return _train_once(tmp_path_factory, "learned16", config)
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ import logging
 import math
 import os
 import pathlib
+import shutil
 
 import jax
 import numpy as np
@@ -186,12 +187,11 @@ def test_evaluate_length_of_any_architecture(arch):
 # ------------------------------------------------------------- whole workdirs
 
 @pytest.fixture(scope="module")
-def learned_workdir(tmp_path_factory):
-  """A 2-replica learned-positions smoke run whose table has 16 rows."""
-  config = DEFAULT.get_config("smoke,scheme=learned,num_seeds=2,steps=3")
-  config.model.position.max_len = LEARNED_ROWS
+def learned_workdir(learned_smoke_run, tmp_path_factory):
+  """A copy of conftest's 2-replica learned-positions smoke run (a 16-row table)."""
+  assert workdir_lib.load_config(learned_smoke_run).model.position.max_len == LEARNED_ROWS
   workdir = str(tmp_path_factory.mktemp("runs") / "learned16")
-  train_lib.train_and_evaluate(config, workdir)
+  shutil.copytree(learned_smoke_run, workdir)
   return workdir
 
 

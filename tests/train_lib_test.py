@@ -2,6 +2,7 @@
 
 import errno
 import os
+import shutil
 
 import jax
 import numpy as np
@@ -106,14 +107,13 @@ def test_resume_reaches_the_uninterrupted_state_and_metrics(tmp_path):
 
 
 @pytest.mark.slow  # trains for tens of seconds
-def test_same_config_and_seed_give_identical_metrics(tmp_path):
-  config = _smoke()
-  train_lib.train_and_evaluate(config, str(tmp_path / "a"))
+def test_same_config_and_seed_give_identical_metrics(tmp_path, smoke_run):
+  config = _smoke()  # smoke_run's config, trained again here (smoke_run may be another worker's)
   train_lib.train_and_evaluate(config, str(tmp_path / "b"))
-  assert _metrics(tmp_path / "a") == _metrics(tmp_path / "b")
+  assert _metrics(smoke_run) == _metrics(tmp_path / "b")
   config.seed = 1
   train_lib.train_and_evaluate(config, str(tmp_path / "c"))
-  assert _metrics(tmp_path / "a") != _metrics(tmp_path / "c")
+  assert _metrics(smoke_run) != _metrics(tmp_path / "c")
 
 
 @pytest.mark.slow  # trains
@@ -126,12 +126,13 @@ def test_nan_loss_stops_with_the_step_and_saves_nothing(tmp_path):
   assert not ckpts.exists() or not [p for p in ckpts.iterdir() if p.name.isdigit()]
 
 
-@pytest.mark.slow  # trains
-def test_a_workdir_with_a_different_model_is_refused(tmp_path):
-  train_lib.train_and_evaluate(_smoke(), str(tmp_path))
+@pytest.mark.slow  # on a trained run
+def test_a_workdir_with_a_different_model_is_refused(tmp_path, smoke_run):
+  workdir = str(tmp_path / "run")
+  shutil.copytree(smoke_run, workdir)  # a run of _smoke()
   other = _smoke(**{"model.d_model": 32, "model.head_dim": 16})
   with pytest.raises(ValueError, match=r"different config in \['model'\]"):
-    train_lib.train_and_evaluate(other, str(tmp_path))
+    train_lib.train_and_evaluate(other, workdir)
 
 
 @pytest.mark.slow  # trains for tens of seconds

@@ -26,11 +26,12 @@ def _config(**updates):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-  """A finished smoke run (checkpoints 3 and 6) and its final parameters."""
-  directory = str(tmp_path_factory.mktemp("trained") / "run")
-  state = train_lib.train_and_evaluate(_config(), directory)
-  return directory, jax.device_get(state.params)
+def trained(smoke_run):
+  """conftest's finished smoke run (checkpoints 3 and 6) and its final parameters."""
+  config = workdir_lib.load_config(smoke_run)
+  step, params = workdir_lib.load_params(smoke_run, config, _model(config))
+  assert step == 6
+  return smoke_run, jax.device_get(params)
 
 
 @pytest.fixture
