@@ -18,7 +18,9 @@ The tests' models are tiny, so compiling, not running, is most of their time:
 Results stay float32 and every parity test compares two computations of the same
 session, so nothing a test checks depends on these settings. They are set before
 anything imports jax, as environment variables, so the subprocesses that tests
-start inherit them.
+start inherit them. JAX_PLATFORMS=cpu (unless set) says what the settings assume, in
+the tests' processes and in every process they start (cli_harness.py's server, whose
+children must see the platform it imported jax with).
 
 Trained runs that tests only read, or copy before changing, are trained once per
 session (`smoke_run`, `learned_smoke_run`): by whichever pytest-xdist worker asks
@@ -49,10 +51,13 @@ if _cache:
   # quiet VM, 207 s / 192 s against 209 s / 141 s.)
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from configs import default  # noqa: E402 (after the XLA settings above)
 from relpos_jax import provenance  # noqa: E402
 from relpos_jax import train_lib  # noqa: E402
+
+import cli_harness  # noqa: E402 (pytest puts tests/ on the path)
 
 # Files whose tests run longest (subprocesses, training), in that order. xdist's workers
 # take tests in collection order, round-robin at first, then as each finishes; starting
@@ -67,6 +72,12 @@ def pytest_collection_modifyitems(items):
   """Runs the files of LONGEST_FIRST first (stable: the order inside a file is kept)."""
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def pytest_sessionfinish(session):
+  """Stops this worker's cli_harness server, if a test started one."""
+  del session
+  cli_harness.close()
 
 
 def _train_once(tmp_path_factory, name, config):

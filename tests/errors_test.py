@@ -2,10 +2,8 @@
 
 import errno
 import os
-import pathlib
 import re
 import socket
-import subprocess
 import sys
 
 import pytest
@@ -15,7 +13,8 @@ from relpos_jax import workdir as workdir_lib
 from relpos_jax import workdir_lock
 from relpos_jax.data import vocab as vocab_lib
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+import cli_harness  # pytest puts tests/ on the path
+
 SMOKE = ["--config", "configs/default.py:smoke"]
 
 
@@ -93,7 +92,7 @@ TRACEBACK_CASE = "unknown_key"  # also run with RELPOS_TRACEBACK=1
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-  """Every mistake's process (and the traceback rerun), started together: most of each is import.
+  """Every mistake's process (and the traceback rerun), each forked by cli_harness.
 
   Returns {name: (returncode, stderr, workdir)}.
   """
@@ -101,21 +100,16 @@ def finished(tmp_path_factory):
   jobs = {name: (script, args, prepare, {})
           for name, (script, args, prepare, _) in MISTAKES.items()}
   jobs["traceback"] = (*MISTAKES[TRACEBACK_CASE][:3], {errors.TRACEBACK_ENV: "1"})
-  procs, workdirs = {}, {}
+  out = {}
   with workdir_lock.hold(str(root / "held_workdir" / "run")):  # a run of this process trains there
     for name, (script, args, prepare, env) in jobs.items():
-      workdirs[name] = root / name / "run"
-      workdirs[name].parent.mkdir(exist_ok=True)
+      workdir = root / name / "run"
+      workdir.parent.mkdir(exist_ok=True)
       if callable(prepare):
-        prepare(workdirs[name])
-      procs[name] = subprocess.Popen(
-          [sys.executable, str(ROOT / script), "--workdir", str(workdirs[name]), *args],
-          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-          env={**os.environ, **env})
-    out = {}
-    for name, proc in procs.items():
-      _, stderr = proc.communicate(timeout=180)
-      out[name] = (proc.returncode, stderr, workdirs[name])
+        prepare(workdir)
+      proc = cli_harness.run([script, "--workdir", workdir, *args], env={**os.environ, **env},
+                             timeout=180)
+      out[name] = (proc.returncode, proc.stderr, workdir)
   return out
 
 

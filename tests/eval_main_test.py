@@ -1,10 +1,13 @@
-"""End to end: `python eval.py` on a trained smoke workdir and on a folder of two runs."""
+"""End to end: `python eval.py` on a trained smoke workdir and on a folder of two runs.
+
+The run on one workdir starts a fresh interpreter; the others are forked by cli_harness
+(the same script as `__main__` in a process of its own, without the import).
+"""
 
 import csv
 import os
 import pathlib
-import subprocess
-import sys
+import shutil
 
 import pytest
 
@@ -16,19 +19,21 @@ from relpos_jax.experiments import results
 from relpos_jax.experiments import sweep
 from relpos_jax.experiments import sweep_spec
 
+import cli_harness  # pytest puts tests/ on the path
+
 pytestmark = pytest.mark.slow  # starts subprocesses; `pytest -m "not slow"` skips them
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT = sweep_spec.load_module(str(REPO / "configs" / "default.py"))
 RUNS = ["sinusoidal", "t5"]
+SEEDS = (0, 1)  # the replicas of conftest's learned_smoke_run
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _eval_main(*args):
+def _eval_main(*args, fresh=False):
   """Runs eval.py with the arguments; returns the finished process."""
   env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  return subprocess.run([sys.executable, str(REPO / "eval.py"), *args], capture_output=True,
-                        text=True, cwd=REPO, env=env, timeout=300, check=False)
+  return cli_harness.run(["eval.py", *args], cwd=REPO, env=env, timeout=300, fresh=fresh)
 
 
 def _assert_png(path):
@@ -38,25 +43,24 @@ def _assert_png(path):
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-  """A smoke run (learned positions, a 16-row table) trained for 3 steps."""
-  config = DEFAULT.get_config("smoke,scheme=learned,steps=3")
-  config.model.position.max_len = 16
+def workdir(learned_smoke_run, tmp_path_factory):
+  """A copy of the 2-replica learned-positions smoke run (a 16-row table), named learned."""
   directory = str(tmp_path_factory.mktemp("runs") / "learned")
-  train_lib.train_and_evaluate(config, directory)
+  shutil.copytree(learned_smoke_run, directory)
   return directory
 
 
 def test_eval_main_on_one_workdir(workdir):
   result = _eval_main("--workdir", workdir, "--lengths", "4,8,16", "--num_examples", "3",
-                      "--oracle_length", "--dump_predictions")
+                      "--oracle_length", "--dump_predictions",
+                      fresh=True)  # eval.py's one run from a cold start
   assert result.returncode == 0, result.stderr[-3000:]
   out = os.path.join(workdir, "eval")
   records = records_lib.read_jsonl(os.path.join(out, "extrapolation.jsonl"))
   assert [(r["run"], r["seed"], r["length"]) for r in records] == [
-      ("learned", 0, n) for n in (4, 8, 16)]
-  assert [r["num_examples"] for r in records] == [3, 3, 0]
-  assert records[2]["error"] and all(r["error"] is None for r in records[:2])
+      ("learned", s, n) for s in SEEDS for n in (4, 8, 16)]
+  assert [r["num_examples"] for r in records] == [3, 3, 0] * len(SEEDS)
+  assert all(bool(r["error"]) == (r["length"] == 16) for r in records)
   for key in records_lib.KEYS:
     assert key in records[0], key
   table = pathlib.Path(out, "extrapolation.md").read_text()
@@ -67,18 +71,22 @@ def test_eval_main_on_one_workdir(workdir):
     (row,) = list(csv.DictReader(f))
   assert row["oracle_exact_match_L16_mean"] == "n/a" and row["loss_L4_mean"] != ""
   _assert_png(os.path.join(out, "accuracy_vs_length.png"))
-  assert "eval 3/3 | run learned seed 0 length 16: n/a" in result.stderr  # progress
+  assert "eval 6/6 | run learned seed 1 length 16: n/a" in result.stderr  # progress
   assert "ETA" in result.stderr
   predictions = records_lib.read_jsonl(os.path.join(out, report.PREDICTIONS_FILE))
-  assert [(p["run"], p["seed"], p["length"]) for p in predictions] == [("learned", 0, 4)] * 3 + [
-      ("learned", 0, 8)] * 3  # length 16 is not representable: nothing decoded
+  assert [(p["run"], p["seed"], p["length"]) for p in predictions] == [
+      ("learned", s, n) for s in SEEDS for n in (4, 8) for _ in range(3)
+  ]  # length 16 is not representable: nothing decoded
   for p in predictions:
     assert set(p) == {"run", "seed", "length", "input", "target", "output", "exact",
                       "first_wrong"}
     assert len(p["input"].split()) == p["length"] and p["exact"] == (p["output"] == p["target"])
     assert (p["first_wrong"] is None) == p["exact"]
-  for record in records[:2]:  # the records' exact match is the predictions' mean
-    rows = [p for p in predictions if p["length"] == record["length"]]
+  for record in records:  # the records' exact match is the predictions' mean
+    if record["length"] == 16:
+      continue
+    rows = [p for p in predictions
+            if (p["seed"], p["length"]) == (record["seed"], record["length"])]
     assert record["exact_match"] == pytest.approx(sum(p["exact"] for p in rows) / len(rows))
   # 3 sampled from each length's set of the config's size (smoke: 8), with seed 0.
   size = workdir_lib.load_config(workdir).data.eval_examples_per_length

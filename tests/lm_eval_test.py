@@ -2,8 +2,6 @@
 
 import math
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +16,16 @@ from relpos_jax.data import lm
 from relpos_jax.experiments import lm_report
 from relpos_jax.data.vocab import NUM_SPECIAL, PAD_ID
 
+import cli_harness  # pytest puts tests/ on the path
+
 L = 4
+
+
+def _main(*args):
+  """`python *args` (train.py or eval.py), forked by cli_harness; returns its stdout."""
+  proc = cli_harness.run(args, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc.stdout
 
 
 def _dataset(sliding_stride=0, eval_bytes=64):
@@ -140,39 +147,31 @@ def test_report_files_and_interval(tmp_path):
 @pytest.mark.slow
 def test_train_and_eval_end_to_end(tmp_path):
   workdir = str(tmp_path / "lm")
-  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  subprocess.run([sys.executable, "train.py", "--config", "configs/lm.py:scheme=alibi,smoke",
-                  "--workdir", workdir], check=True, env=env, capture_output=True)
-  out = subprocess.run([sys.executable, "eval.py", "--workdir", workdir], check=True, env=env,
-                       capture_output=True, text=True).stdout
+  _main("train.py", "--config", "configs/lm.py:scheme=alibi,smoke", "--workdir", workdir)
+  out = _main("eval.py", "--workdir", workdir)
   assert "| lm | " in out
   for name in lm_report.REPORT_FILES.values():
     assert os.path.exists(os.path.join(workdir, "eval", name)), name
   # Stored in a results/ table: records/<run>.jsonl, runs/<run>.json and the table's report.
   table = str(tmp_path / "results" / "lm_context")
-  subprocess.run([sys.executable, "eval.py", "--workdir", workdir, "--results_dir", table,
-                  "--allow_dirty"],
-                 check=True, env=env, capture_output=True)
+  _main("eval.py", "--workdir", workdir, "--results_dir", table, "--allow_dirty")
   for name in ("records/lm.jsonl", "runs/lm.json", *lm_report.REPORT_FILES.values()):
     assert os.path.exists(os.path.join(table, name)), name
   # A corpus that differs from the run's manifest is refused in one line.
   config_path = os.path.join(workdir, "config.json")
   text = open(config_path).read().replace('"python_version": "', '"python_version": "0.')
   open(config_path, "w").write(text)
-  bad = subprocess.run([sys.executable, "eval.py", "--workdir", workdir], env=env,
-                       capture_output=True, text=True)
+  bad = cli_harness.run(["eval.py", "--workdir", workdir],
+                        env={**os.environ, "JAX_PLATFORMS": "cpu"})
   assert bad.returncode == 1 and "differs from the one this run was trained on" in bad.stderr
 
 
 @pytest.mark.slow
 def test_passkey_train_and_eval_end_to_end(tmp_path):
   workdir = str(tmp_path / "pk")
-  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  subprocess.run([sys.executable, "train.py", "--config",
-                  "configs/lm.py:scheme=learned,objective=passkey,smoke", "--workdir", workdir],
-                 check=True, env=env, capture_output=True)
-  out = subprocess.run([sys.executable, "eval.py", "--workdir", workdir], check=True, env=env,
-                       capture_output=True, text=True).stdout
+  _main("train.py", "--config", "configs/lm.py:scheme=learned,objective=passkey,smoke",
+        "--workdir", workdir)
+  out = _main("eval.py", "--workdir", workdir)
   assert "Passkey accuracy" in out and "| 192 (2×L) | n/a |" in out
   for name in lm_report.PASSKEY_FILES.values():
     assert os.path.exists(os.path.join(workdir, "eval", name)), name

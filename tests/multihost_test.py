@@ -13,6 +13,8 @@ import time
 import numpy as np
 import pytest
 
+import cli_harness  # pytest puts tests/ on the path
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The README's command (configs/default.py:smoke), with rsqrt decay so that a run cut
 # short is a prefix of a longer one, checkpoints every 3 steps, and (to compile less)
@@ -23,13 +25,30 @@ FLAGS = ["--config", "configs/default.py:smoke", "--config.optimizer.decay=rsqrt
 STEPS = 9
 
 
-def _env(device_count=None, **extra):
-  """This environment without JAX/SLURM job settings or a forced device count."""
-  env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "SLURM_"))}
+JOB_VARS = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
+            "JAX_LOCAL_DEVICE_IDS")
+
+
+def _xla_flags(env, device_count):
+  """`env`'s XLA_FLAGS with `device_count` host devices (None: the default)."""
   xla = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
   if device_count:
     xla.append(f"--xla_force_host_platform_device_count={device_count}")
-  return {**env, "XLA_FLAGS": " ".join(xla), "JAX_PLATFORMS": "cpu", **extra}
+  return " ".join(xla)
+
+
+def _env(device_count=None, **extra):
+  """This environment without JAX/SLURM job settings or a forced device count."""
+  env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "SLURM_"))}
+  return {**env, "XLA_FLAGS": _xla_flags(env, device_count), "JAX_PLATFORMS": "cpu", **extra}
+
+
+def _one_process_env(device_count=None):
+  """This environment for a run of one process (no JAX or SLURM job variables; the other
+  settings, such as the compile cache, kept): what cli_harness can fork."""
+  env = {k: v for k, v in os.environ.items()
+         if k not in JOB_VARS and not k.startswith("SLURM_")}
+  return {**env, "XLA_FLAGS": _xla_flags(env, device_count), "JAX_PLATFORMS": "cpu"}
 
 
 def _free_port() -> int:
@@ -76,10 +95,9 @@ def test_two_processes_train_one_run_like_one_process_on_two_devices(tmp_path):
   logs = tmp_path / "logs"
   logs.mkdir()
   # Reference: one process, two simulated devices, the same global batch.
-  one = subprocess.run([sys.executable, "train.py", "--workdir", str(tmp_path / "one"), *FLAGS,
-                        f"--config.num_steps={STEPS}"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=240,
-                       env=_env(device_count=2))
+  one = cli_harness.run(["train.py", "--workdir", tmp_path / "one", *FLAGS,
+                         f"--config.num_steps={STEPS}"], cwd=ROOT, timeout=240,
+                        env=_one_process_env(device_count=2))
   assert one.returncode == 0, one.stderr[-3000:]
 
   # Two processes, killed (kill -9, both) once they have saved a checkpoint.
@@ -117,9 +135,8 @@ def test_two_processes_train_one_run_like_one_process_on_two_devices(tmp_path):
   assert config["provenance"]["process_count"] == 2
 
   # eval.py (one process) reads the checkpoint the two processes wrote.
-  proc = subprocess.run([sys.executable, "eval.py", "--workdir", str(workdir), "--lengths", "4",
-                         "--num_examples", "2"], cwd=ROOT, capture_output=True, text=True,
-                        timeout=240, env=_env())
+  proc = cli_harness.run(["eval.py", "--workdir", workdir, "--lengths", "4", "--num_examples", "2"],
+                         cwd=ROOT, timeout=240, env=_one_process_env())
   assert proc.returncode == 0, proc.stderr[-3000:]
   records = [json.loads(line) for line in open(workdir / "eval" / "extrapolation.jsonl")]
   assert [(r["step"], r["length"]) for r in records] == [(STEPS, 4)]

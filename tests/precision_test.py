@@ -21,8 +21,6 @@ the top two logits are more than twice that apart.
 
 import functools
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +41,7 @@ from relpos_jax.positions import base
 from relpos_jax.positions import randomized
 
 from benchmarks import dots as bench_dots
+import cli_harness  # forks the process with two devices
 import model_harness  # its quick-loop scheme subset (pytest puts tests/ on the path)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -304,6 +303,7 @@ def test_bf16_train_step_runs_with_every_dot_in_bf16(arch, vmapped):
 def test_bf16_train_step_runs_on_the_data_parallel_mesh(tmp_path):
   script = tmp_path / "mesh.py"
   script.write_text(
+      f"import sys; sys.path.insert(0, {REPO!r})  # this checkout's relpos_jax\n"
       "import jax, jax.numpy as jnp, numpy as np\n"
       "from relpos_jax import architectures, optim, train_lib\n"
       "from relpos_jax.positions import randomized\n"
@@ -326,10 +326,11 @@ def test_bf16_train_step_runs_on_the_data_parallel_mesh(tmp_path):
       "  _, metrics = f(state, jax.device_put(batch, rows), jnp.zeros((1,), jnp.int32))\n"
       "  assert np.isfinite(float(metrics['loss'][0])), arch\n"
       "print('mesh ok')\n")
+  # XLA's default compile options (not the suite's faster ones), two host devices; read when
+  # jax starts, so cli_harness forks it (a process of its own, without the import).
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-             PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
-  result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=600)
+             JAX_PLATFORMS="cpu")
+  result = cli_harness.run([script], env=env, cwd=REPO, timeout=600)
   assert result.returncode == 0 and "mesh ok" in result.stdout, result.stderr[-2000:]
 
 

@@ -17,6 +17,8 @@ from relpos_jax import errors
 from relpos_jax import preemption
 from relpos_jax import train_lib
 
+import cli_harness  # pytest puts tests/ on the path
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -91,13 +93,12 @@ def test_sigterm_saves_the_step_exits_75_and_the_rerun_equals_an_uninterrupted_r
   # Resumed, then stopped twice: the second signal ends it at once (-15), or after the
   # stop if that was quicker (75); either way the last complete checkpoint is kept.
   assert _second_signal_during_the_stop(cmd, workdir, step + 10) in (-signal.SIGTERM, 75)
-  resumed = subprocess.run([*cmd, "--workdir", str(workdir)], cwd=ROOT, capture_output=True,
-                           text=True, timeout=300)
+  # The runs that are not signalled: forked by cli_harness (train.py without the import).
+  resumed = cli_harness.run([*cmd[1:], "--workdir", workdir], cwd=ROOT, timeout=300)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert re.search(rf"resuming {workdir} from step (\d+)", resumed.stderr)
   assert not [p for p in os.listdir(workdir / "checkpoints") if "tmp" in p]
-  fresh = subprocess.run([*cmd, "--workdir", str(tmp_path / "fresh")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+  fresh = cli_harness.run([*cmd[1:], "--workdir", tmp_path / "fresh"], cwd=ROOT, timeout=300)
   assert fresh.returncode == 0, fresh.stderr[-3000:]
   got, want = _records(workdir), _records(tmp_path / "fresh")
   np.testing.assert_array_equal([r["step"] for r in got], list(range(5, 1501, 5)))

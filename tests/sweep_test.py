@@ -5,8 +5,6 @@ import logging
 import os
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import ml_collections
 import pytest
@@ -15,6 +13,8 @@ from relpos_jax import config_args
 from relpos_jax import positions
 from relpos_jax.experiments import sweep
 from relpos_jax.experiments import sweep_spec
+
+import cli_harness  # pytest puts tests/ on the path
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -362,8 +362,8 @@ def test_seed_parts_are_the_runs_replicas_and_need_a_results_dir(tmp_path):
 # ---------------------------------------------------- the entry points, for real
 
 def _run(*args):
-  return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
-                        timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+  """`python *args` (forked by cli_harness; `-m module` in a fresh interpreter)."""
+  return cli_harness.run(args, cwd=REPO, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
 
 
 @pytest.fixture(scope="module")

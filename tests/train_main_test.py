@@ -1,4 +1,8 @@
-"""train.py end to end, in subprocesses: smoke, flag errors, kill -9 and resume, 8 devices."""
+"""train.py end to end, in processes: smoke, flag errors, kill -9 and resume, 8 devices.
+
+The smoke run starts a fresh interpreter; the other runs that are not signalled are forked
+by cli_harness (the same script as `__main__` in a process of its own, without the import).
+"""
 
 import json
 import os
@@ -12,15 +16,16 @@ import time
 import numpy as np
 import pytest
 
+import cli_harness  # pytest puts tests/ on the path
+
 pytestmark = pytest.mark.slow  # starts subprocesses; `pytest -m "not slow"` skips them
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _train(workdir, *flags, env=None, **kwargs):
-  cmd = [sys.executable, str(ROOT / "train.py"), "--workdir", str(workdir), *flags]
-  return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                        env={**os.environ, **(env or {})}, **kwargs)
+def _train(workdir, *flags, env=None, fresh=False):
+  return cli_harness.run(["train.py", "--workdir", workdir, *flags], cwd=ROOT, timeout=300,
+                         env={**os.environ, **(env or {})}, fresh=fresh)
 
 
 def _records(workdir, kind="train"):
@@ -30,7 +35,8 @@ def _records(workdir, kind="train"):
 
 def test_smoke_run_writes_metrics_checkpoints_and_tensorboard(tmp_path):
   proc = _train(tmp_path, "--config", "configs/default.py:smoke,scheme=shaw,task=reverse",
-                "--config.model.num_heads=4", "--config.model.head_dim=4")
+                "--config.model.num_heads=4", "--config.model.head_dim=4",
+                fresh=True)  # train.py's one run from a cold start
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert [r["step"] for r in _records(tmp_path)] == [3, 6]
   assert {"loss", "token_accuracy", "exact_match", "learning_rate", "grad_norm",
@@ -121,8 +127,7 @@ def test_config_mistakes_are_one_line_naming_the_key(tmp_path):
         flags, proc.stderr[-3000:])
     assert "Traceback" not in proc.stderr
   assert not (tmp_path / "w" / "metrics.jsonl").exists()
-  proc = subprocess.run([sys.executable, str(ROOT / "eval.py"), "--workdir", str(tmp_path / "w")],
-                        cwd=ROOT, capture_output=True, text=True, timeout=300)
+  proc = cli_harness.run(["eval.py", "--workdir", tmp_path / "w"], cwd=ROOT, timeout=300)
   assert proc.returncode == 1 and "Traceback" not in proc.stderr
   assert _messages(proc.stderr) == [
       f"error: nothing to evaluate: none of ['{tmp_path / 'w'}'] holds a checkpoint"]
