@@ -474,3 +474,13 @@ def test_eval_variants_are_evaluated_and_stored_as_rows_of_their_run(tmp_path, m
   evaluated.clear()
   sweep.run_sweep(str(config), str(tmp_path / "runs"), results_dir=str(table))
   assert trained == [] and [n for n, _ in evaluated] == ["num_buckets=16", "num_buckets=16@wide"]
+
+
+def test_a_resumed_run_reports_the_steps_it_trained_so_the_pace_counts_whole_runs(
+    tmp_path, monkeypatch):
+  config = ml_collections.ConfigDict({"num_steps": 5000})
+  monkeypatch.setattr(sweep.train_lib, "train_and_evaluate", lambda config, workdir: None)
+  monkeypatch.setattr(sweep, "_trained_step", lambda workdir, config: 1500)
+  assert sweep._train_run(str(tmp_path), config, "run") == 3500
+  monkeypatch.setattr(sweep, "_trained_step", lambda workdir, config: 5000)
+  assert sweep._train_run(str(tmp_path), config, "run") == 0

@@ -262,13 +262,16 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
       continue
     workdir = os.path.join(sweep_dir, name)
     start = time.perf_counter()
-    trained = _train_run(workdir, run_config, label)
+    steps = _train_run(workdir, run_config, label)
+    # a resumed run trained only part of its steps: its pace counts as a whole run's
+    run_seconds = (time.perf_counter() - start) * run_config.num_steps / max(steps, 1)
+    start = time.perf_counter()
     if results_dir and run_eval and distributed.is_writer():
       records += evaluate_into_results([workdir], [name], results_dir, variants=variants,
                                        lengths=lengths, batch_size=batch_size,
                                        allow_dirty=allow_dirty)
-    if trained:
-      trained_seconds.append(time.perf_counter() - start)
+    if steps:
+      trained_seconds.append(run_seconds + time.perf_counter() - start)
       _log_sweep_eta(trained_seconds, sum(
           not stored(n, c) and _unfinished(os.path.join(sweep_dir, n), c) for n, c in mine[i + 1:]))
   if results_dir:
@@ -424,7 +427,8 @@ def _unfinished(workdir: str, config: ml_collections.ConfigDict) -> bool:
 
 
 def _log_sweep_eta(seconds: Sequence[float], left: int) -> None:
-  """Logs the sweep's pace (runs done here, their mean time) and the time its `left` runs need."""
+  """Logs the sweep's pace (runs done here, their mean time as whole runs) and the time its
+  `left` runs need."""
   mean = sum(seconds) / len(seconds)
   eta = time.strftime("%H:%M", time.localtime(time.time() + mean * left))
   logging.info("sweep: %d run(s) done in this process, %.0f min each on average; %d left to "
@@ -432,17 +436,18 @@ def _log_sweep_eta(seconds: Sequence[float], left: int) -> None:
                mean * left / 3600, eta)
 
 
-def _train_run(workdir: str, config: ml_collections.ConfigDict, label: str) -> bool:
-  """Trains one run to `num_steps`: skipped if finished (False), resumed if interrupted."""
+def _train_run(workdir: str, config: ml_collections.ConfigDict, label: str) -> int:
+  """Trains one run to `num_steps`, resumed if interrupted; returns the steps trained here
+  (0: it was finished, skipped)."""
   step = _trained_step(workdir, config)
   if step >= config.num_steps:
     logging.info("%s: finished (step %d), skipping", label, step)
-    return False
+    return 0
   logging.info("%s: training%s", label, f" (resuming from step {step})" if step else "")
   start = time.perf_counter()
   train_lib.train_and_evaluate(config, workdir)
   logging.info("%s: trained in %.0fs", label, time.perf_counter() - start)
-  return True
+  return config.num_steps - step
 
 
 def main(argv: Sequence[str]) -> None:
