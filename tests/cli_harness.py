@@ -17,9 +17,9 @@ server may have imported the module, which `runpy` would run a second copy of), 
 the case's environment differs from the test process's (which the server imported with)
 in a variable that a library may read at import: anything but the multi-process,
 device-count and traceback variables, which are read when the program runs. The server
-is started again when the test process's own environment changes (a library sets
-CRC32C_SW_MODE when it first writes a checkpoint). Tests that signal a running process
-use `subprocess.Popen` themselves.
+is started again when the test process's own environment changes (tensorboardX sets
+CRC32C_SW_MODE when it first writes an event file; conftest sets it up front so that the
+suite's does not). Tests that signal a running process use `subprocess.Popen` themselves.
 """
 
 import ast

@@ -52,6 +52,10 @@ if _cache:
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# tensorboardX sets this (to "auto", unless set) when it first writes an event file; set
+# here, the test process's environment stays what cli_harness's server imported with, so
+# the server is not started a second time after the first in-process training run.
+os.environ.setdefault("CRC32C_SW_MODE", "auto")
 
 from configs import default  # noqa: E402 (after the XLA settings above)
 from relpos_jax import provenance  # noqa: E402
@@ -63,9 +67,10 @@ import cli_harness  # noqa: E402 (pytest puts tests/ on the path)
 # take tests in collection order, round-robin at first, then as each finishes; starting
 # these first spreads them over the workers and leaves the many short tests to fill
 # in, instead of one worker running a minute-long test alone at the end.
-LONGEST_FIRST = ("multihost_test.py", "errors_test.py", "preemption_test.py", "train_main_test.py",
-                 "benchmarks_test.py",
-                 "eval_main_test.py", "sweep_test.py", "train_lib_test.py", "evaluate_test.py")
+LONGEST_FIRST = ("multihost_test.py", "preemption_test.py", "lm_table_test.py",
+                 "train_main_test.py", "added_seeds_test.py", "benchmarks_test.py",
+                 "eval_main_test.py", "errors_test.py", "sweep_test.py", "train_lib_test.py",
+                 "evaluate_test.py")
 
 
 def pytest_collection_modifyitems(items):

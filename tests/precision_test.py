@@ -326,10 +326,11 @@ def test_bf16_train_step_runs_on_the_data_parallel_mesh(tmp_path):
       "  _, metrics = f(state, jax.device_put(batch, rows), jnp.zeros((1,), jnp.int32))\n"
       "  assert np.isfinite(float(metrics['loss'][0])), arch\n"
       "print('mesh ok')\n")
-  # XLA's default compile options (not the suite's faster ones), two host devices; read when
-  # jax starts, so cli_harness forks it (a process of its own, without the import).
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-             JAX_PLATFORMS="cpu")
+  # The suite's compile options (conftest.py) with two host devices, as train_main_test's
+  # eight-device run; read when jax starts, so cli_harness forks it (a process of its own,
+  # without the import).
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
+             + " --xla_force_host_platform_device_count=2")
   result = cli_harness.run([script], env=env, cwd=REPO, timeout=600)
   assert result.returncode == 0 and "mesh ok" in result.stdout, result.stderr[-2000:]
 
