@@ -11,15 +11,16 @@ process of its own: the script runs as `__main__` with its own argv, environment
 directory, stdin (/dev/null), stdout, stderr and exit status, and exits as Python does
 (atexit handlers, an uncaught exception's traceback, exit status 1).
 
-A fresh interpreter is started instead (`subprocess.run`) when `fresh=True` (one
-end-to-end test per entry point keeps a cold start tested), for `python -m module` (the
-server may have imported the module, which `runpy` would run a second copy of), and when
-the case's environment differs from the test process's (which the server imported with)
-in a variable that a library may read at import: anything but the multi-process,
-device-count and traceback variables, which are read when the program runs. The server
-is started again when the test process's own environment changes (tensorboardX sets
-CRC32C_SW_MODE when it first writes an event file; conftest sets it up front so that the
-suite's does not). Tests that signal a running process use `subprocess.Popen` themselves.
+A fresh interpreter is started instead (`subprocess.run`) when `fresh=True` (eval_main_test
+keeps eval.py's cold start tested; train.py's is, by the runs that tests signal), for
+`python -m module` (the server may have imported the module, which `runpy` would run a
+second copy of), and when the case's environment differs from the test process's (which
+the server imported with) in a variable that a library may read at import: anything but
+the multi-process, device-count and traceback variables, which are read when the program
+runs. The server is started again when the test process's own environment changes
+(tensorboardX sets CRC32C_SW_MODE when it first writes an event file; conftest sets it up
+front so that the suite's does not). Tests that signal a running process use
+`subprocess.Popen` themselves.
 """
 
 import ast
@@ -148,8 +149,9 @@ def _import_all():
                        "this process could deadlock, so it serves nothing")
 
 
-def _child(request, out_path, err_path):
+def _child(request, out_path, err_path, reply_fd):
   """In the forked process: becomes `python *args` (never returns)."""
+  os.close(reply_fd)  # the server's alone: the test process sees it close if the server dies
   os.chdir(request["cwd"])
   os.environ.clear()
   os.environ.update(request["env"])
@@ -178,12 +180,21 @@ def _wait(pid, timeout):
     time.sleep(0.005)
 
 
+def _write_all(fd, data):
+  """os.write until all of `data` is written (a pipe may take part of it)."""
+  while data:
+    data = data[os.write(fd, data):]
+
+
 def _serve():
   """Answers each request line on stdin with the forked case's JSON result on stdout.
 
-  No `with` or `try` encloses the fork: a child unwinds through this function when its
-  script raises or exits, and must not run the server's clean-up on the way.
+  The answers go to stdout's pipe alone: whatever a library prints goes to stderr. No
+  `with` or `try` encloses the fork: a child unwinds through this function when its script
+  raises or exits, and must not run the server's clean-up on the way.
   """
+  reply_fd = os.dup(1)
+  os.dup2(2, 1)
   _import_all()
   tmp = tempfile.mkdtemp(prefix="cli_harness")
   out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
@@ -195,13 +206,12 @@ def _serve():
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-      _child(request, out_path, err_path)  # never returns
+      _child(request, out_path, err_path, reply_fd)  # never returns
     status, timed_out = _wait(pid, request["timeout"])
     reply = {"returncode": status, "timed_out": timed_out,
              "stdout": pathlib.Path(out_path).read_text(errors="replace"),
              "stderr": pathlib.Path(err_path).read_text(errors="replace")}
-    sys.stdout.write(json.dumps(reply) + "\n")
-    sys.stdout.flush()
+    _write_all(reply_fd, (json.dumps(reply) + "\n").encode())
   shutil.rmtree(tmp)
 
 

@@ -107,3 +107,16 @@ def test_a_forked_case_starts_jax_with_its_own_device_flags_and_the_checkouts_li
   assert [s[1:3] for s in seen] == [["2", "6.0"], ["1", "6.0"]]
   # This checkout's relpos_jax, never an installed copy of another checkout.
   assert all(pathlib.Path(s[3]).parent == cli_harness.ROOT / "relpos_jax" for s in seen)
+
+
+def test_large_outputs_come_back_whole_and_a_dead_server_is_replaced(tmp_path):
+  path = tmp_path / "loud.py"
+  path.write_text("import sys\nprint('x' * 300000)\nsys.stderr.write('y' * 300000)\n")
+  proc = cli_harness.run([path])  # more than a pipe holds, both ways
+  assert (proc.returncode, proc.stdout, proc.stderr) == (0, "x" * 300000 + "\n", "y" * 300000)
+  killer = tmp_path / "kills_the_server.py"
+  killer.write_text("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n")
+  with pytest.raises(RuntimeError, match="the fork server exited"):  # no hang: an error
+    cli_harness.run([killer])
+  again = cli_harness.run([path])  # a new server, started for it
+  assert again.returncode == 0 and len(again.stdout) == 300001
