@@ -39,7 +39,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ENTRY_POINTS = ("train.py", "eval.py")  # the server imports what these import
-# Imported where a figure is drawn (relpos_jax/experiments/plots.py `_figure`).
+# Imported where a figure is drawn (relpos_jax/experiments/plots.py `new_figure`).
 DRAWING_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.lines",
                    "matplotlib.patches")
 # Read when the program runs, not at import: a case may set them differently.

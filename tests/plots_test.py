@@ -64,7 +64,7 @@ def _one_record():
 def figures(monkeypatch):
   """The figures `plots` draws, kept in memory instead of saved."""
   drawn = []
-  monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig) or path)
+  monkeypatch.setattr(plots, "save_png", lambda fig, path: drawn.append(fig) or path)
   return drawn
 
 

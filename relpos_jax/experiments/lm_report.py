@@ -145,7 +145,7 @@ def write_csv(records: Sequence[Record], path: str) -> None:
 
 def bpb_vs_context(records: Sequence[Record], path: str) -> str:
   """Bits per byte against eval context (log-2 axis), one line per run (non-overlapping)."""
-  fig = plots._figure(6.4, 4.2)  # pylint: disable=protected-access (the project's canvas)
+  fig = plots.new_figure(6.4, 4.2)
   ax = fig.subplots()
   rows = [r for r in summary_rows(records) if r["mode"] == "nonoverlapping"]
   for run in dict.fromkeys(r["run"] for r in rows):
@@ -171,12 +171,12 @@ def bpb_vs_context(records: Sequence[Record], path: str) -> str:
   ax.set_ylabel("bits per byte (test)")
   ax.set_title("Bits per byte against eval context", loc="left")
   ax.legend(fontsize=7)
-  return plots._save(fig, path)  # pylint: disable=protected-access
+  return plots.save_png(fig, path)
 
 
 def loss_vs_position(records: Sequence[Record], path: str) -> str:
   """Mean loss (bits) at each position of the longest non-overlapping window, one line per run."""
-  fig = plots._figure(6.4, 4.2)  # pylint: disable=protected-access
+  fig = plots.new_figure(6.4, 4.2)
   ax = fig.subplots()
   usable = [r for r in records if r["mode"] == "nonoverlapping" and r.get("position_loss")]
   longest = max((int(r["context"]) for r in usable), default=0)
@@ -195,7 +195,7 @@ def loss_vs_position(records: Sequence[Record], path: str) -> str:
   ax.set_title("Loss by position in the window", loc="left")
   if usable:
     ax.legend(fontsize=7)
-  return plots._save(fig, path)  # pylint: disable=protected-access
+  return plots.save_png(fig, path)
 
 
 def _style(run: str, scheme: str | None, rows: Sequence[Record]) -> dict[str, Any]:
@@ -345,7 +345,7 @@ def passkey_heatmap(records: Sequence[Record], path: str) -> str:
   runs = list(dict.fromkeys(r["run"] for r in rows))
   ncols = max(1, min(HEATMAP_COLUMNS, len(runs)))
   nrows = max(1, math.ceil(len(runs) / ncols))
-  fig = plots._figure(3.2 * ncols + 0.8, 3.2 * nrows + 0.4)  # pylint: disable=protected-access
+  fig = plots.new_figure(3.2 * ncols + 0.8, 3.2 * nrows + 0.4)
   axes = fig.subplots(nrows, ncols, squeeze=False).reshape(-1)
   image = None
   for ax in axes[len(runs):]:
@@ -370,7 +370,7 @@ def passkey_heatmap(records: Sequence[Record], path: str) -> str:
     ax.set_title(run, loc="left", fontsize=9)
   if image is not None:
     fig.colorbar(image, ax=list(axes), label="passkey accuracy (mean over seeds)")
-  return plots._save(fig, path)  # pylint: disable=protected-access
+  return plots.save_png(fig, path)
 
 
 def write_passkey_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:

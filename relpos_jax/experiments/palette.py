@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 from relpos_jax import positions
 
 # matplotlib's tab10 (its default colour cycle), as RGB: importing matplotlib here
-# would cost every importer ~0.6 s (see `plots._figure`).
+# would cost every importer ~0.6 s (see `plots.new_figure`).
 _TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 # Past ten schemes: tab20b's darker colours, unlike any of tab10.

@@ -33,7 +33,7 @@ from relpos_jax.experiments import palette
 from relpos_jax.experiments import tables
 from relpos_jax.positions import base
 
-if TYPE_CHECKING:  # matplotlib itself is imported where a figure is drawn (`_figure`)
+if TYPE_CHECKING:  # matplotlib itself is imported where a figure is drawn (`new_figure`)
   from matplotlib import figure as figure_lib
   from matplotlib import lines as lines_lib
 
@@ -153,7 +153,7 @@ def _small_multiples(records: Sequence[Record], rows: Sequence[tuple[str, str, l
   groups = tables.by_run(records)
   styles, names = _run_styles(groups), _names(groups)
   seeds = {tables.num_seeds(recs) for recs in groups.values()}
-  fig = _figure(3.6 * len(metrics) + 2.6, 2.9 * len(rows) + 0.9)
+  fig = new_figure(3.6 * len(metrics) + 2.6, 2.9 * len(rows) + 0.9)
   grid = fig.add_gridspec(2 * len(rows), len(metrics), height_ratios=[0.06, 1] * len(rows))
   for i, (_, row_title, runs) in enumerate(rows):
     heading = fig.add_subplot(grid[2 * i, :])
@@ -180,7 +180,7 @@ def _small_multiples(records: Sequence[Record], rows: Sequence[tuple[str, str, l
       if i == len(rows) - 1:
         ax.set_xlabel("eval length", fontsize=8)
     single_arm = len({names[run][0] for run in runs}) == 1
-    handles = [_legend_line(color=styles[run].color, linestyle=styles[run].linestyle,
+    handles = [legend_line(color=styles[run].color, linestyle=styles[run].linestyle,
                             marker=styles[run].marker, markersize=4, linewidth=1.4,
                             label=_run_label(_scheme(groups[run]) if single_arm
                                              else names[run][1], groups[run], len(seeds) > 1))
@@ -192,7 +192,7 @@ def _small_multiples(records: Sequence[Record], rows: Sequence[tuple[str, str, l
   seed_note = (f"mean of {seeds.pop()} seeds, band: min–max over seeds" if len(seeds) == 1
                else "mean over seeds, band: min–max over seeds")
   fig.suptitle(f"{title} ({seed_note})", fontsize=11, x=0.01, horizontalalignment="left")
-  return _save(fig, path)
+  return save_png(fig, path)
 
 
 def _names(groups: Mapping[str, Sequence[Record]]) -> dict[str, tuple[str, str]]:
@@ -229,15 +229,15 @@ def _run_label(name: str, records: Sequence[Record], with_seeds: bool) -> str:
 
 def _notes(records: Sequence[Record], metrics: Mapping[str, str]) -> list[Any]:
   """The figure's shared legend: training shading, crosses, the unconverged mark."""
-  from matplotlib import patches  # pylint: disable=g-import-not-at-top  (see `_figure`)
+  from matplotlib import patches  # pylint: disable=g-import-not-at-top  (see `new_figure`)
   notes = [patches.Patch(color="gray", alpha=0.25, label="training lengths")]
   if "first_wrong_median" in metrics:
-    notes.append(_legend_line(color="gray", linewidth=0.8, label="y = eval length"))
+    notes.append(legend_line(color="gray", linewidth=0.8, label="y = eval length"))
   if any(m in ACCURACY_METRICS for m in metrics) and any(r.get("error") for r in records):
-    notes.append(_legend_line(color="black", marker="x", linestyle="none",
+    notes.append(legend_line(color="black", marker="x", linestyle="none",
                               label="not representable (every seed)"))
   if not all(tables.is_converged(recs) for recs in tables.by_run(records).values()):
-    notes.append(_legend_line(color="none", label=UNCONVERGED_NOTE))
+    notes.append(legend_line(color="none", label=UNCONVERGED_NOTE))
   return notes
 
 
@@ -289,9 +289,9 @@ def _shade_training(ax, records: Sequence[Record]) -> None:
     ax.axvspan(low, high, color="gray", alpha=0.12, linewidth=0)
 
 
-def _legend_line(**style: Any) -> lines_lib.Line2D:
+def legend_line(**style: Any) -> lines_lib.Line2D:
   """A line with no data, for a legend entry."""
-  from matplotlib import lines  # pylint: disable=g-import-not-at-top  (see `_figure`)
+  from matplotlib import lines  # pylint: disable=g-import-not-at-top  (see `new_figure`)
   return lines.Line2D([], [], **style)
 
 
@@ -372,7 +372,7 @@ def _draw_scheme_figure(axes_panels: Sequence[Sequence[tuple[Path, base.FigurePa
                         seed: int | None, path: str) -> str:
   """One axes per list of `(module path, panel)`, in a row, and writes the PNG."""
   image = axes_panels[0][0][1].image_XxC is not None
-  fig = _figure((6.0 if image else 4.6) * len(axes_panels) + 1.8, 4.2 if image else 3.4)
+  fig = new_figure((6.0 if image else 4.6) * len(axes_panels) + 1.8, 4.2 if image else 3.4)
   axes = fig.subplots(1, len(axes_panels), squeeze=False)[0]
   for ax, items in zip(axes, axes_panels):
     first = items[0][1]
@@ -407,7 +407,7 @@ def _draw_scheme_figure(axes_panels: Sequence[Sequence[tuple[Path, base.FigurePa
                 bbox_to_anchor=(0.0, -0.13) if image else (1.02, 1.0), borderaxespad=0.0)
   fig.suptitle(axes_panels[0][0][1].figure_title
                + ("" if seed is None else f", seed {seed}"), fontsize=10)
-  return _save(fig, path)
+  return save_png(fig, path)
 
 
 def _draw_marks(ax, panels: Sequence[base.FigurePanel], horizontal: bool) -> None:
@@ -428,7 +428,7 @@ def _draw_marks(ax, panels: Sequence[base.FigurePanel], horizontal: bool) -> Non
                      label=label if first else None)
 
 
-def _figure(width: float, height: float) -> figure_lib.Figure:
+def new_figure(width: float, height: float) -> figure_lib.Figure:
   """A figure on an Agg canvas."""
   # Imported here, not at the top: matplotlib takes ~0.6 s to import, and every
   # train.py and eval.py process imports this module (through `report`) whether or
@@ -442,7 +442,7 @@ def _figure(width: float, height: float) -> figure_lib.Figure:
   return fig
 
 
-def _save(fig: figure_lib.Figure, path: str) -> str:
+def save_png(fig: figure_lib.Figure, path: str) -> str:
   """Writes the figure as PNG, creating its folder."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   fig.savefig(path, dpi=110, bbox_inches="tight", format="png")

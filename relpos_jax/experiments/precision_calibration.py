@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from relpos_jax.experiments import main_table
+from relpos_jax.experiments import plots
 from relpos_jax.experiments import stats
 from relpos_jax.experiments import store
 from relpos_jax.experiments import tables
@@ -295,7 +296,8 @@ def write_figures(records: Sequence[Record], run_infos: Mapping[str, Mapping[str
     return {}
   curves = {base: {dtype: run_infos[run].get("training_curve") for dtype, run in arms.items()}
             for base, arms in runs.items()}
-  return {"curves": _save(curves_figure(curves), os.path.join(out_dir, FIGURE_FILES["curves"]))}
+  return {"curves": plots.save_png(curves_figure(curves),
+                                   os.path.join(out_dir, FIGURE_FILES["curves"]))}
 
 
 def curves_figure(curves: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]] | None]]):
@@ -310,7 +312,7 @@ def curves_figure(curves: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]] 
   rows = [(key, label) for key, label in CURVE_ROWS
           if any(key in e for arms in curves.values() for c in arms.values() for e in c or [])]
   rows = rows or list(CURVE_ROWS[:1])
-  fig = _figure(3.3 * len(curves) + 1.6, 2.4 * len(rows))
+  fig = plots.new_figure(3.3 * len(curves) + 1.6, 2.4 * len(rows))
   axes = fig.subplots(len(rows), len(curves), squeeze=False)
   for j, (base, arms) in enumerate(curves.items()):
     for i, (key, label) in enumerate(rows):
@@ -341,7 +343,7 @@ def curves_figure(curves: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]] 
       axes[0][j].text(0.5, 0.5, "\n".join(missing), transform=axes[0][j].transAxes,
                       ha="center", va="center", fontsize=8, color="gray")
     axes[0][j].set_title(base, fontsize=9)
-  handles = [_legend_line(color=color, linestyle=linestyle, linewidth=1.6, label=dtype)
+  handles = [plots.legend_line(color=color, linestyle=linestyle, linewidth=1.6, label=dtype)
              for dtype, (color, linestyle) in STYLES.items()]
   axes[0][-1].legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.03, 1.0),
                      borderaxespad=0.0, frameon=False)
@@ -349,27 +351,3 @@ def curves_figure(curves: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]] 
                "are means over each logging window)", fontsize=10, x=0.01,
                horizontalalignment="left")
   return fig
-
-
-def _figure(width: float, height: float):
-  """A figure on an Agg canvas (matplotlib imported only when drawing, as in `plots`)."""
-  # pylint: disable=g-import-not-at-top
-  from matplotlib import figure as figure_lib
-  from matplotlib.backends import backend_agg
-  # pylint: enable=g-import-not-at-top
-  fig = figure_lib.Figure(figsize=(width, height), layout="constrained")
-  backend_agg.FigureCanvasAgg(fig)
-  return fig
-
-
-def _legend_line(**style: Any):
-  """A line with no data, for a legend entry."""
-  from matplotlib import lines  # pylint: disable=g-import-not-at-top
-  return lines.Line2D([], [], **style)
-
-
-def _save(fig, path: str) -> str:
-  """Writes the figure as PNG, creating its folder."""
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  fig.savefig(path, dpi=110, bbox_inches="tight", format="png")
-  return path

@@ -31,6 +31,7 @@ import numpy as np
 
 from relpos_jax import architectures
 from relpos_jax.experiments import main_table
+from relpos_jax.experiments import plots
 from relpos_jax.experiments import palette
 from relpos_jax.experiments import tables
 
@@ -132,12 +133,13 @@ def write_figures(records: Sequence[Record], run_infos: Mapping[str, Mapping[str
   points = size_points(records, run_infos)
   if not points:
     return {}
-  paths = {"size": _save(size_figure(points), os.path.join(out_dir, FIGURE_FILES["size"]))}
+  paths = {"size": plots.save_png(size_figure(points),
+                                  os.path.join(out_dir, FIGURE_FILES["size"]))}
   scan = [r for r in records if main_table.is_scan([r]) and r["run"] in run_infos
           and "@" not in r["run"]]
   if scan:
-    paths["scan"] = _save(scan_figure(scan, run_infos),
-                          os.path.join(out_dir, FIGURE_FILES["scan"]))
+    paths["scan"] = plots.save_png(scan_figure(scan, run_infos),
+                                   os.path.join(out_dir, FIGURE_FILES["scan"]))
   return paths
 
 
@@ -170,7 +172,7 @@ def size_figure(points: Mapping[str, Mapping[tuple[str, int], Sequence[Mapping]]
   # Lines of one size side by side, not on top of each other: a small sideways shift
   # on the log axis (the ticks give the sizes; a size's runs are ~4x from the next).
   shift = {k: _DODGE ** (i - (len(keys) - 1) / 2) for i, k in enumerate(keys)}
-  fig = _figure(4.2 * len(points) + 2.2, 3.6)
+  fig = plots.new_figure(4.2 * len(points) + 2.2, 3.6)
   axes = [fig.add_subplot(1, len(points), i + 1) for i in range(len(points))]
   for ax, (task, lines) in zip(axes, points.items()):
     for (scheme, steps), line in lines.items():
@@ -201,15 +203,15 @@ def size_figure(points: Mapping[str, Mapping[tuple[str, int], Sequence[Mapping]]
     ax.set_xlabel("non-embedding parameters (d_model)", fontsize=8)
     ax.tick_params(labelsize=8)
   axes[0].set_ylabel("exact match", fontsize=8)
-  handles = [_legend_line(color=palette.scheme_color(s), linewidth=1.6, label=s)
+  handles = [plots.legend_line(color=palette.scheme_color(s), linewidth=1.6, label=s)
              for s in dict.fromkeys(s for lines in points.values() for s, _ in lines)]
   if len(budgets) > 1:
-    handles += [_legend_line(color="gray", linestyle=style.linestyle,
+    handles += [plots.legend_line(color="gray", linestyle=style.linestyle,
                                    marker=style.marker, label=f"{steps:,} steps")
                 for steps, i in budgets.items() for style in [palette.arm_style("none", i)]]
   if any(not p["converged"] for lines in points.values() for line in lines.values()
          for p in line):
-    handles.append(_legend_line(color="gray", marker="o", markerfacecolor="none",
+    handles.append(plots.legend_line(color="gray", marker="o", markerfacecolor="none",
                                       linestyle="none", label=f"hollow: {tables.UNCONVERGED}, "
                                       "some seed below its validation threshold"))
   axes[-1].legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.03, 1.0),
@@ -234,7 +236,7 @@ def scan_figure(records: Sequence[Record], run_infos: Mapping[str, Mapping[str, 
     config = run_infos[run]["config"]
     panels.setdefault((int(config["num_steps"]), int(config["model"]["d_model"])), {})[run] = recs
   order = sorted(panels)  # the shortest budget's sizes first, then longer budgets
-  fig = _figure(3.4 * len(order) + 1.8, 3.2)
+  fig = plots.new_figure(3.4 * len(order) + 1.8, 3.2)
   axes = [fig.add_subplot(1, len(order), i + 1) for i in range(len(order))]
   schemes: dict[str, None] = {}
   for ax, (steps, d_model) in zip(axes, order):
@@ -258,7 +260,7 @@ def scan_figure(records: Sequence[Record], run_infos: Mapping[str, Mapping[str, 
     ax.set_xlabel("target length (actions)", fontsize=8)
     ax.tick_params(labelsize=8)
   axes[0].set_ylabel("exact match", fontsize=8)
-  handles = [_legend_line(color=palette.scheme_color(s), linewidth=1.6, label=s)
+  handles = [plots.legend_line(color=palette.scheme_color(s), linewidth=1.6, label=s)
              for s in schemes]
   axes[-1].legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.03, 1.0),
                   borderaxespad=0.0, frameon=False)
@@ -267,27 +269,3 @@ def scan_figure(records: Sequence[Record], run_infos: Mapping[str, Mapping[str, 
   fig.suptitle(f"SCAN {', '.join(splits)}: exact match per test length (mean over seeds, band: "
                "min–max over seeds; faint: †)", fontsize=10, x=0.01, horizontalalignment="left")
   return fig
-
-
-def _figure(width: float, height: float):
-  """A figure on an Agg canvas (matplotlib imported only when drawing, as in `plots`)."""
-  # pylint: disable=g-import-not-at-top
-  from matplotlib import figure as figure_lib
-  from matplotlib.backends import backend_agg
-  # pylint: enable=g-import-not-at-top
-  fig = figure_lib.Figure(figsize=(width, height), layout="constrained")
-  backend_agg.FigureCanvasAgg(fig)
-  return fig
-
-
-def _legend_line(**style: Any):
-  """A line with no data, for a legend entry."""
-  from matplotlib import lines  # pylint: disable=g-import-not-at-top
-  return lines.Line2D([], [], **style)
-
-
-def _save(fig, path: str) -> str:
-  """Writes the figure as PNG, creating its folder."""
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  fig.savefig(path, dpi=110, bbox_inches="tight", format="png")
-  return path
