@@ -92,3 +92,5 @@ def test_formatting():
   assert stats.format_difference(stats.Interval(0.12, 0.03, 0.21, 3, 0.0213)) == (
       "+0.12 [0.03, 0.21], p = 0.021")
   assert stats.format_p(0.0002) == "< 0.001"
+  assert stats.format_difference(stats.Interval(0.5, 0.4, 0.6, 3, 0.0002)) == (
+      "+0.50 [0.40, 0.60], p < 0.001")

@@ -226,11 +226,17 @@ def format_interval(interval: Interval | None, digits: int = 2) -> str:
 
 
 def format_difference(interval: Interval, digits: int = 2) -> str:
-  """`+0.12 [0.03, 0.21], p = 0.02` (a comparison as sentences state it)."""
+  """`+0.12 [0.03, 0.21], p = 0.02` or `..., p < 0.001` (as sentences state it)."""
   f = f"{{:+.{digits}f}}"
   g = f"{{:.{digits}f}}"
-  p = "" if interval.p is None else f", p = {format_p(interval.p)}"
+  p = "" if interval.p is None else f", p {_p_relation(interval.p)}"
   return f"{f.format(interval.mean)} [{g.format(interval.lo)}, {g.format(interval.hi)}]{p}"
+
+
+def _p_relation(p: float) -> str:
+  """`= 0.021` or `< 0.001`: format_p with its relation sign, never `= < 0.001`."""
+  text = format_p(p)
+  return text if text.startswith("<") else f"= {text}"
 
 
 def format_p(p: float) -> str:
