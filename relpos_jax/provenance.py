@@ -19,6 +19,10 @@ import jax
 from relpos_jax import precision
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy")
+# What the experiments write, not the code that makes a number: a stored table's records
+# change while its sweep (or `make more-seeds`, which appends seeds to committed records)
+# runs, and must not make the next run's records count as made by uncommitted code.
+OUTPUT_PATHS = ("results", "RESULTS.md")
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -35,7 +39,10 @@ def versions() -> dict[str, str | None]:
 
 @functools.lru_cache(maxsize=1)
 def git_state(repo: str = _REPO) -> dict[str, Any]:
-  """`{"commit": sha or None, "dirty": bool or None}` of the checkout holding this code."""
+  """`{"commit": sha or None, "dirty": bool or None}` of the checkout holding this code.
+
+  `dirty`: uncommitted changes to tracked files outside `OUTPUT_PATHS`.
+  """
   def git(*args: str) -> str | None:
     try:
       return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True,
@@ -44,18 +51,20 @@ def git_state(repo: str = _REPO) -> dict[str, Any]:
       return None
 
   commit = git("rev-parse", "HEAD")
-  status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+  outputs = [f":(exclude){path}" for path in OUTPUT_PATHS]
+  status = (git("status", "--porcelain", "--untracked-files=no", "--", ".", *outputs)
+            if commit else None)
   return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
 def is_dirty(repo: str = _REPO) -> bool:
-  """Whether the checkout has uncommitted changes to tracked files, asked now (not cached)."""
+  """Whether the checkout's code has uncommitted changes (`git_state`), asked now (not cached)."""
   git_state.cache_clear()
   return bool(git_state(repo)["dirty"])
 
 
 def check_clean_tree(allow_dirty: bool, what: str = "store records", repo: str = _REPO) -> None:
-  """Refuses (ValueError) to `what` from a checkout with uncommitted changes to tracked files.
+  """Refuses (ValueError) to `what` from a checkout whose code has uncommitted changes.
 
   A record must name the code that made it: a commit alone does not, if the tree
   differed from it. `allow_dirty` overrides (the records then say `dirty` and

@@ -28,6 +28,25 @@ def test_a_dirty_tree_is_refused_unless_allowed(tmp_path, monkeypatch):
   provenance.check_clean_tree(True, repo=str(tmp_path))  # overridden
 
 
+def test_changed_records_do_not_make_the_code_dirty(tmp_path, monkeypatch):
+  """A sweep appending to committed records (more seeds) may store its next run."""
+  monkeypatch.setattr(provenance, "is_dirty", REAL_IS_DIRTY)
+  _git(tmp_path, "init", "-q")
+  (tmp_path / "results" / "t" / "records").mkdir(parents=True)
+  record = tmp_path / "results" / "t" / "records" / "r.jsonl"
+  record.write_text("{}\n")
+  (tmp_path / "RESULTS.md").write_text("# results\n")
+  (tmp_path / "a.py").write_text("x = 1\n")
+  _git(tmp_path, "add", ".")
+  _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
+  record.write_text("{}\n{}\n")
+  (tmp_path / "RESULTS.md").write_text("# results, rendered again\n")
+  assert not provenance.is_dirty(str(tmp_path))
+  provenance.check_clean_tree(False, repo=str(tmp_path))
+  (tmp_path / "a.py").write_text("x = 2\n")
+  assert provenance.is_dirty(str(tmp_path))
+
+
 def test_portable_path_never_names_the_machine(tmp_path):
   repo = tmp_path / "repo"
   (repo / "runs" / "x").mkdir(parents=True)
