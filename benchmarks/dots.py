@@ -23,10 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-_PARTS = flags.DEFINE_list("parts", ["hlo", "forms"], "hlo (converted dots), forms (timings)")
-_SIZE = flags.DEFINE_integer("size", 1024, "m = k = n of the timed dots")
-_RUNS = flags.DEFINE_integer("runs", 7, "timed runs per form (median)")
-_SCHEMES = flags.DEFINE_list("schemes", ["t5"], "schemes whose train step's dots are counted")
+
+def _define_flags() -> None:
+  """The command line (defined only when run as a program: importers get no flags)."""
+  flags.DEFINE_list("parts", ["hlo", "forms"], "hlo (converted dots), forms (timings)")
+  flags.DEFINE_integer("size", 1024, "m = k = n of the timed dots")
+  flags.DEFINE_integer("runs", 7, "timed runs per form (median)")
+  flags.DEFINE_list("schemes", ["t5"], "schemes whose train step's dots are counted")
 
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+) = (\w+)\[[^\]]*\](?:\{[^}]*\})? (\w[\w\-]*)\((.*)$")
 
@@ -166,19 +169,21 @@ def time_forms(size: int, runs: int) -> list[dict]:
 
 def main(argv):
   del argv
-  if "hlo" in _PARTS.value:
+  fv = flags.FLAGS
+  if "hlo" in fv.parts:
     print("| program | dots by operand dtype | converted from bf16 |\n|---|---|---|")
     for arch, scheme, vmapped in itertools.product(("encoder_decoder", "decoder_only"),
-                                                 _SCHEMES.value, (False, True)):
+                                                 fv.schemes, (False, True)):
       counts = count_dots(train_step_hlo(arch, scheme, vmapped=vmapped))
       converted = counts.pop("converted", 0)
       print(f"| {arch} {scheme} bf16 train step{' (vmapped)' if vmapped else ''} | "
             f"{', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))} | {converted} |")
-  if "forms" in _PARTS.value:
-    print(f"\n| form ({_SIZE.value}) | dtype | ms | GFLOP/s | dots |\n|---|---|---|---|---|")
-    for r in time_forms(_SIZE.value, _RUNS.value):
+  if "forms" in fv.parts:
+    print(f"\n| form ({fv.size}) | dtype | ms | GFLOP/s | dots |\n|---|---|---|---|---|")
+    for r in time_forms(fv.size, fv.runs):
       print(f"| {r['form']} | {r['dtype']} | {r['ms']:.2f} | {r['gflops']:.0f} | {r['dots']} |")
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

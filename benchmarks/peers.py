@@ -11,13 +11,15 @@ dropout 0, float32, eager mode, `torch.set_num_threads` = the cores XLA uses.
 Its train step is forward + backward + global-norm clipping + `torch.optim.AdamW`
 with `optim.make_optimizer`'s hyperparameters; its decoding is `generate` with the
 cache, greedy, exactly L new tokens. Ours are `schemes.compile_train_step` and
-`schemes.compile_cached_decode` with the `t5` scheme on the same tokens. Each
-timed run of ours is followed by one of theirs, and each side reports its median:
+`schemes.compile_cached_decode` with the `t5` scheme on the same tokens, in each
+compute dtype asked for (float32 and bfloat16 under `make bench`). Each round
+times ours in every dtype, then theirs, and each side reports its median:
 load from other processes falls on both alike.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any, Callable
@@ -124,36 +126,58 @@ def interleave(*fns: Callable[[], Any], runs: int, warmup: int = 1) -> tuple[lis
 
 
 def measure(shape: schemes.Shape, B: int, L: int, *, runs: int, decode_runs: int,
-            threads: int | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
-  """Train step and cached decoding, ours and the peer's, interleaved; a record.
+            threads: int | None = None, dtypes: tuple[str, ...] | None = None,
+            log: Callable[[str], None] = print) -> dict[str, Any]:
+  """Train step and cached decoding, ours (in each of `dtypes`) and the peer's, interleaved.
 
-  Without torch or transformers: `{"skipped": why}`, nothing compiled.
+  Args:
+    shape: both models' shape.
+    B: batch.
+    L: source = target length, and the new tokens decoded.
+    runs: timed rounds of the train steps (each: ours in every dtype, then the peer's).
+    decode_runs: timed rounds of decoding.
+    threads: torch's intra-op threads (default: the cores XLA uses).
+    dtypes: our compute dtypes (default: `shape.dtype`); the peer is float32.
+    log: progress lines.
+
+  Returns:
+    A record: versions, settings, and the seconds of every timed run,
+    `ours_train_s` / `ours_decode_s` as `{dtype: [s, ...]}`, `theirs_train_s` /
+    `theirs_decode_s` as lists. Without torch or transformers: `{"skipped": why}`,
+    nothing compiled.
   """
   if IMPORT_ERROR:
     return {"skipped": IMPORT_ERROR}
+  dtypes = tuple(dtypes or (shape.dtype,))
   threads = threads or len(os.sched_getaffinity(0))
   torch.set_num_threads(threads)
   rng = np.random.default_rng(0)
   tokens = {"inputs": schemes.random_tokens(rng, shape, B, L),
             "targets": schemes.random_tokens(rng, shape, B, L)}
-  record = {"scheme": OURS_SCHEME, "ours_dtype": shape.dtype, "L": L, "batch": B, "new_tokens": L, **versions(),
-            "train_runs": runs, "decode_runs": decode_runs}
+  record = {"scheme": OURS_SCHEME, "ours_dtypes": list(dtypes), "L": L, "batch": B,
+            "new_tokens": L, **versions(), "train_runs": runs, "decode_runs": decode_runs}
+  at = {d: dataclasses.replace(shape, dtype=d) for d in dtypes}
 
-  ours = schemes.compile_train_step(shape, OURS_SCHEME, B, L, tokens)
+  ours = [schemes.compile_train_step(at[d], OURS_SCHEME, B, L, tokens) for d in dtypes]
   theirs = hf_train_step(shape, tokens["inputs"], tokens["targets"])
-  record["ours_train_s"], record["theirs_train_s"] = interleave(ours.run, theirs, runs=runs,
-                                                                warmup=2)
-  log(f"peers  train  ours {1e3 * np.median(record['ours_train_s']):.1f} ms  "
-      f"HF T5 {1e3 * np.median(record['theirs_train_s']):.1f} ms")
+  *mine, record["theirs_train_s"] = interleave(*(o.run for o in ours), theirs, runs=runs,
+                                               warmup=2)
+  record["ours_train_s"] = dict(zip(dtypes, mine))
+  log("peers  train  " + "  ".join(f"ours ({d}) {1e3 * np.median(s):.1f} ms"
+                                   for d, s in zip(dtypes, mine))
+      + f"  HF T5 {1e3 * np.median(record['theirs_train_s']):.1f} ms")
+  del ours
 
-  ours = schemes.compile_cached_decode(shape, OURS_SCHEME, B, L, inputs=tokens["inputs"],
-                                       full_length=True)
+  ours = [schemes.compile_cached_decode(at[d], OURS_SCHEME, B, L, inputs=tokens["inputs"],
+                                        full_length=True) for d in dtypes]
   theirs = hf_decode(shape, tokens["inputs"])
   generated = theirs().shape[1] - 1  # generate returns the decoder start token too
   if generated != L:
     raise RuntimeError(f"HF generate returned {generated} new tokens, not {L}")
-  record["ours_decode_s"], record["theirs_decode_s"] = interleave(ours.run, theirs,
-                                                                  runs=decode_runs)
-  log(f"peers  decode ours {B * L / np.median(record['ours_decode_s']):.0f} tok/s  "
-      f"HF T5 {B * L / np.median(record['theirs_decode_s']):.0f} tok/s")
+  *mine, record["theirs_decode_s"] = interleave(*(o.run for o in ours), theirs,
+                                                runs=decode_runs)
+  record["ours_decode_s"] = dict(zip(dtypes, mine))
+  log("peers  decode " + "  ".join(f"ours ({d}) {B * L / np.median(s):.0f} tok/s"
+                                   for d, s in zip(dtypes, mine))
+      + f"  HF T5 {B * L / np.median(record['theirs_decode_s']):.0f} tok/s")
   return record

@@ -239,20 +239,23 @@ def _size(config) -> dict[str, Any]:
 
 
 def measure_pair(theirs: types.SimpleNamespace, pair: Pair, *, num_seeds: int, runs: int,
-                 size_arg: str = "", log: Callable[[str], None] = print) -> dict[str, Any]:
-  """Our 1-seed and N-seed steps and their update for one pair, interleaved; a row.
+                 size_arg: str = "", dtypes: tuple[str, ...] = ("float32",),
+                 log: Callable[[str], None] = print) -> dict[str, Any]:
+  """Our 1-seed and N-seed steps (in each of `dtypes`) and their update, interleaved; a row.
 
   Args:
     theirs: `import_theirs`'s modules.
     pair: what to compare.
     num_seeds: N of our N-seed step.
-    runs: timed rounds (each: our 1-seed step, our N-seed step, their update).
+    runs: timed rounds (each: our 1-seed and N-seed steps in every dtype, their update).
     size_arg: appended to our config's argument (`smoke`: tiny).
+    dtypes: our compute dtypes (`model.dtype`); theirs is float32.
     log: progress lines.
 
   Returns:
     The pair, both sides' sizes and tokens per row, compile times and the
-    seconds of every timed run: `ours_1_s`, `ours_n_s`, `theirs_s`.
+    seconds of every timed run: `ours_1_s` and `ours_n_s` as `{dtype: [s, ...]}`,
+    `theirs_s` a list.
 
   Raises:
     ValueError: our step-0 batch is not the full 2L + 1 tokens wide (the config
@@ -261,36 +264,38 @@ def measure_pair(theirs: types.SimpleNamespace, pair: Pair, *, num_seeds: int, r
   spec = pair.spec(size_arg)
   config = schemes.load_config(spec)
   L = config.data.max_train_length
-  ours = schemes.compile_seeds_steps(spec, num_seeds)
-  width = sum(ours[num_seeds].batch[k].shape[-1] for k in ("inputs", "targets"))
+  ours = {d: schemes.compile_seeds_steps(spec, num_seeds, dtype=d) for d in dtypes}
+  width = sum(ours[dtypes[0]][num_seeds].batch[k].shape[-1] for k in ("inputs", "targets"))
   if width != 2 * L + 1:
     raise ValueError(f"{spec}: the step-0 batch is {width} tokens wide, not L + 1 + L = "
                      f"{2 * L + 1}; its lengths are padded to the longest row's bucket")
   theirs_step, facts = their_update(theirs, config, pair.theirs)
   start = time.perf_counter()
   theirs_step()  # compiles
-  seeds_rows = ours[num_seeds].batch["inputs"].shape[:-1]  # [N, B]
+  seeds_rows = ours[dtypes[0]][num_seeds].batch["inputs"].shape[:-1]  # [N, B]
   row = {"ours": pair.ours, "scheme": pair.scheme, "randomized": pair.randomized,
          "theirs": pair.theirs, "spec": spec, "size": _size(config), "ours_tokens": width,
          "ours_batch": "x".join(str(d) for d in (*seeds_rows, width)),
-         "ours_compile_s": {str(n): s.compile_s for n, s in ours.items()},
+         "ours_dtypes": list(dtypes),
+         "ours_compile_s": {d: {str(n): s.compile_s for n, s in o.items()}
+                            for d, o in ours.items()},
          "theirs_first_call_s": time.perf_counter() - start, **facts}
-  if num_seeds == 1:  # one program: its runs are both the 1-seed and the N-seed figures
-    row["ours_1_s"], row["theirs_s"] = peers.interleave(ours[1].run, theirs_step, runs=runs,
-                                                        warmup=WARMUP)
-    row["ours_n_s"] = row["ours_1_s"]
-  else:
-    row["ours_1_s"], row["ours_n_s"], row["theirs_s"] = peers.interleave(
-        ours[1].run, ours[num_seeds].run, theirs_step, runs=runs, warmup=WARMUP)
-  med = {k: 1e3 * float(np.median(row[k])) for k in ("ours_1_s", "ours_n_s", "theirs_s")}
-  log(f"rpe    {pair.ours:18s} vs {pair.theirs:14s} ours 1 seed {med['ours_1_s']:.1f} ms, "
-      f"{num_seeds} seeds {med['ours_n_s']:.1f} ms ({med['ours_n_s'] / num_seeds:.1f} per "
-      f"seed); theirs {med['theirs_s']:.1f} ms")
+  # One program where N = 1: its runs are both the 1-seed and the N-seed figures.
+  fns = [f for d in dtypes for f in dict.fromkeys((ours[d][1].run, ours[d][num_seeds].run))]
+  *mine, row["theirs_s"] = peers.interleave(*fns, theirs_step, runs=runs, warmup=WARMUP)
+  per = len(mine) // len(dtypes)
+  row["ours_1_s"] = {d: mine[i * per] for i, d in enumerate(dtypes)}
+  row["ours_n_s"] = {d: mine[i * per + per - 1] for i, d in enumerate(dtypes)}
+  theirs_ms = 1e3 * float(np.median(row["theirs_s"]))
+  for d in dtypes:
+    one, n = (1e3 * float(np.median(row[k][d])) for k in ("ours_1_s", "ours_n_s"))
+    log(f"rpe    {pair.ours:18s} vs {pair.theirs:14s} ours ({d}) 1 seed {one:.1f} ms, "
+        f"{num_seeds} seeds {n:.1f} ms ({n / num_seeds:.1f} per seed); theirs {theirs_ms:.1f} ms")
   return row
 
 
 def measure(repo: str | None, *, num_seeds: int, runs: int, size_arg: str = "",
-            pairs: tuple[Pair, ...] = PAIRS,
+            pairs: tuple[Pair, ...] = PAIRS, dtypes: tuple[str, ...] = ("float32",),
             log: Callable[[str], None] = print) -> dict[str, Any]:
   """Every pair of `pairs`, timed interleaved; a record.
 
@@ -300,6 +305,7 @@ def measure(repo: str | None, *, num_seeds: int, runs: int, size_arg: str = "",
     runs: timed rounds per pair (each: our 1-seed step, our N-seed step, their update).
     size_arg: appended to every pair's benchmarks/rpe_size.py argument (`smoke`: tiny).
     pairs: what to compare.
+    dtypes: our compute dtypes (theirs is float32).
     log: progress lines.
 
   Returns:
@@ -321,5 +327,5 @@ def measure(repo: str | None, *, num_seeds: int, runs: int, size_arg: str = "",
             "warmup": WARMUP, "batches": NUM_BATCHES, "pairs": []}
   for pair in pairs:
     record["pairs"].append(measure_pair(theirs, pair, num_seeds=num_seeds, runs=runs,
-                                        size_arg=size_arg, log=log))
+                                        size_arg=size_arg, dtypes=tuple(dtypes), log=log))
   return record

@@ -239,11 +239,12 @@ def profile_program(program: str, shape: bench.Shape, scheme: str, batch: int, l
   where = f"jax {jax.__version__}, {jax.device_count()} {jax.default_backend()} device(s)"
   if program == "seeds":
     reports = []
-    for n, step in bench.compile_seeds_steps(seeds_config, num_seeds).items():
+    for n, step in bench.compile_seeds_steps(seeds_config, num_seeds,
+                                             dtype=shape.dtype).items():
       ops, _, wall, plain = profile(step.run, runs)
       path, arg = bench.config_spec(seeds_config)
       title = (f"seeds: {n} of {num_seeds}, {path}{':' + arg if arg else ''}, batch "
-               f"{'x'.join(map(str, step.batch['inputs'].shape))}; {where}")
+               f"{'x'.join(map(str, step.batch['inputs'].shape))}, {shape.dtype}; {where}")
       reports.append(report(ops, op_sources(step.compiled.as_text()), wall, runs, title=title,
                             plain=plain))
     return "\n\n".join(reports)
@@ -292,7 +293,8 @@ def _define_flags() -> None:
                        "Encoder and decoder layers (each).")
   flags.DEFINE_integer("d_ff", default.d_ff, "MLP width.")
   flags.DEFINE_integer("vocab_size", default.vocab_size, "Vocabulary size.")
-  flags.DEFINE_enum("dtype", default.dtype, ("float32", "bfloat16"), "Compute dtype.")
+  flags.DEFINE_enum("dtype", default.dtype, ("float32", "bfloat16"),
+                    "Compute dtype (`seeds`: replaces the config's model.dtype).")
   flags.DEFINE_string("seeds_config", "ablation", "`seeds`: an argument of configs/default.py, "
                       "or a config file `path.py[:arg]`.")
   flags.DEFINE_integer("num_seeds", 3, "`seeds`: replicas of the vmapped step (against 1).")

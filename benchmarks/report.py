@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from benchmarks import mixed_precision
 from benchmarks import schemes
 
 DOCS = "../docs/performance.md"  # relative to benchmarks/RESULTS.md
@@ -31,14 +32,21 @@ BOUNDS = {
     "seeds": f"one replica already uses both cores as fully as several do: see [docs]({DOCS})",
     "rpe": f"the step is compute-bound on 2 cores, so N seeds cost nearly N× one: see "
            f"[docs]({DOCS}#this-project-vs-deepminds-randomized_positional_encodings)",
+    "bf16": f"the dots XLA:CPU runs natively in bf16 and what is left in float32: see "
+            f"[docs]({DOCS}#native-bf16-dots)",
 }
 # Same-run ratios against HF T5 in PyTorch (float32, eager): the most our step may take
 # relative to HF's, per compute dtype of ours, and the least our decoding rate may reach.
 PEER_STEP_LIMIT = {"float32": 1.2, "bfloat16": 0.8}
-PEER_DECODE_LIMIT = 2.0
-# Issue #14: our train step per seed (N seeds in one vmapped step, / N) at most this
-# fraction of the update of DeepMind's randomized_positional_encodings, same size.
+PEER_DECODE_LIMIT = {"float32": 2.0, "bfloat16": 1.5}
+# Issues #14 and #52: our train step per seed (N seeds in one vmapped step, / N) at most
+# this fraction of the update of DeepMind's randomized_positional_encodings, same size.
 RPE_PER_SEED_LIMIT = 0.6
+# Issue #52: a bfloat16 train step at most this fraction of the float32 one (same run).
+BF16_STEP_LIMIT = 0.5
+PRECISION_TITLE = "bfloat16 vs float32 (same programs, same run)"
+PRECISION_COLUMNS = ("program", "batch", "float32", "bfloat16", "bf16 time ÷ f32 time",
+                     "dots in bf16 (bf16 run)", "bf16 dots converted to f32")
 
 
 def fmt(x, spec=".1f", none="—"):
@@ -115,13 +123,21 @@ def seeds_table(rows: list[dict]) -> str:
        fmt(1e3 * r["seconds"] / r["seeds"], ".2f")] for r in rows])
 
 
-def peer_figures(record: dict) -> dict[str, float]:
-  """Medians of a peers record: train step seconds and decoding tokens/s, each side."""
+def by_dtype(value, dtype: str = "float32") -> dict[str, list]:
+  """Timings as `{dtype: [s, ...]}`; a record older than #52 (one list, one dtype) is wrapped."""
+  return value if isinstance(value, dict) else {dtype: value}
+
+
+def peer_figures(record: dict) -> dict:
+  """Medians of a peers record: train step seconds and decoding tokens/s of the peer, and
+  `ours`: `{dtype: {"train_s", "tok_s"}}`."""
   tokens = record["batch"] * record["new_tokens"]
-  return {"ours_train_s": float(np.median(record["ours_train_s"])),
-          "theirs_train_s": float(np.median(record["theirs_train_s"])),
-          "ours_tok_s": tokens / float(np.median(record["ours_decode_s"])),
-          "theirs_tok_s": tokens / float(np.median(record["theirs_decode_s"]))}
+  dtype = record.get("ours_dtype", "float32")
+  train, dec = by_dtype(record["ours_train_s"], dtype), by_dtype(record["ours_decode_s"], dtype)
+  return {"theirs_train_s": float(np.median(record["theirs_train_s"])),
+          "theirs_tok_s": tokens / float(np.median(record["theirs_decode_s"])),
+          "ours": {d: {"train_s": float(np.median(train[d])),
+                       "tok_s": tokens / float(np.median(dec[d]))} for d in train}}
 
 
 def peers_section(record: dict, machine: dict) -> list[str]:
@@ -133,34 +149,44 @@ def peers_section(record: dict, machine: dict) -> list[str]:
         "They are an optional extra: `pip install -r benchmarks/requirements-peers.txt` "
         "(or `make install-peers`), then rerun `make bench`.", ""]
   f = peer_figures(record)
+  dtypes = list(f["ours"])
   lines += [
       f"HuggingFace transformers {record['transformers']} `T5ForConditionalGeneration` "
       f"(random init from a `T5Config` at the Setup's shape), torch {record['torch']}, "
       f"eager, float32, {record['torch_threads']} threads; this project with the "
-      f"`{record['scheme']}` scheme in {record.get('ours_dtype', 'float32')} (`--dtype`); both on the same tokens, L = {record['L']} "
+      f"`{record['scheme']}` scheme in {' and '.join(dtypes)} (compute dtype; float32 "
+      f"parameters); all on the same tokens, L = {record['L']} "
       f"(source = target), batch {record['batch']}, on {machine['cores']} cores. "
-      f"Same run, alternating: every timed run of ours is followed by one of HF's "
+      f"Same run, alternating: each round times ours in every dtype, then HF's "
       f"({record['train_runs']} train steps and {record['decode_runs']} decodings each, "
       f"after warm-ups); medians. Train step: forward + backward + clipping + AdamW. "
       f"Decoding: cached greedy, exactly {record['new_tokens']} new tokens per row "
       "(`generate(use_cache=True, min_new_tokens=L, max_new_tokens=L, do_sample=False)`; "
       "ours with EOS forbidden before the end). How the peer is built: "
-      f"[docs]({DOCS}#this-project-vs-hf-t5).", "",
-      markdown_table(PEERS_COLUMNS, [
-          ["train step ms", fmt(1e3 * f["ours_train_s"]), fmt(1e3 * f["theirs_train_s"]),
-           fmt(f["theirs_train_s"] / f["ours_train_s"], ".2f") + "×"],
-          ["cached decode tok/s", fmt(f["ours_tok_s"], ".0f"), fmt(f["theirs_tok_s"], ".0f"),
-           fmt(f["ours_tok_s"] / f["theirs_tok_s"], ".2f") + "×"]])]
-  return lines
+      f"[docs]({DOCS}#this-project-vs-hf-t5).", ""]
+  rows = [[f"train step ms ({d})", fmt(1e3 * f["ours"][d]["train_s"]),
+           fmt(1e3 * f["theirs_train_s"]),
+           fmt(f["theirs_train_s"] / f["ours"][d]["train_s"], ".2f") + "×"] for d in dtypes]
+  rows += [[f"cached decode tok/s ({d})", fmt(f["ours"][d]["tok_s"], ".0f"),
+            fmt(f["theirs_tok_s"], ".0f"),
+            fmt(f["ours"][d]["tok_s"] / f["theirs_tok_s"], ".2f") + "×"] for d in dtypes]
+  return lines + [markdown_table(PEERS_COLUMNS, rows)]
 
 
-def rpe_figures(row: dict, num_seeds: int) -> dict[str, float]:
-  """Medians of one pair of an rpe record (seconds) and its two ratios to theirs."""
-  f = {k: float(np.median(row[k])) for k in ("ours_1_s", "ours_n_s", "theirs_s")}
+def rpe_figures(row: dict, num_seeds: int, dtype: str = "float32") -> dict[str, float]:
+  """Medians of one pair of an rpe record (seconds), ours in `dtype`, and both ratios to theirs."""
+  f = {k: float(np.median(by_dtype(row[k], row.get("ours_dtype", "float32"))[dtype]))
+       for k in ("ours_1_s", "ours_n_s")}
+  f["theirs_s"] = float(np.median(row["theirs_s"]))
   f["ours_per_seed_s"] = f["ours_n_s"] / num_seeds
   f["one_ratio"] = f["ours_1_s"] / f["theirs_s"]
   f["per_seed_ratio"] = f["ours_per_seed_s"] / f["theirs_s"]
   return f
+
+
+def rpe_dtypes(row: dict) -> list[str]:
+  """Our compute dtypes in one pair of an rpe record (float32 in records older than #52)."""
+  return row.get("ours_dtypes") or [row.get("ours_dtype", "float32")]
 
 
 def rpe_section(record: dict, machine: dict) -> list[str]:
@@ -196,18 +222,63 @@ def rpe_section(record: dict, machine: dict) -> list[str]:
         f"(theirs) drawn from a range of {size['max_random_position']}. ")
   text += (
       f"Same run, on {machine['cores']} cores: each of {record['runs']} rounds (after "
-      f"{record['warmup']} warm-up rounds) runs our 1-seed step, our {n}-seed step and their "
-      "update once each; medians. Per seed = the N-seed step ÷ N. What else differs between "
+      f"{record['warmup']} warm-up rounds) runs our 1-seed step and our {n}-seed step (in "
+      "each of our compute dtypes) and their float32 update once each; medians. Per seed = the N-seed step ÷ N. What else differs between "
       f"the two: [docs]({DOCS}#this-project-vs-deepminds-randomized_positional_encodings).")
   table = []
-  for row in rows:
-    f = rpe_figures(row, n)
-    table.append([f"`{row['ours']}`", f"`{row['theirs']}`", fmt(1e3 * f["ours_1_s"]),
+  for row, dtype in ((r, d) for r in rows for d in rpe_dtypes(r)):
+    f = rpe_figures(row, n, dtype)
+    table.append([f"`{row['ours']}` ({dtype})", f"`{row['theirs']}`", fmt(1e3 * f["ours_1_s"]),
                   fmt(1e3 * f["ours_n_s"]), fmt(1e3 * f["ours_per_seed_s"]),
                   fmt(1e3 * f["theirs_s"]), fmt(f["one_ratio"], ".2f") + "×",
                   fmt(f["per_seed_ratio"], ".2f") + "×"])
   columns = tuple(c.replace("N seeds", f"{n} seeds") for c in RPE_COLUMNS)
   return lines + [text, "", markdown_table(columns, table)]
+
+
+def _program_label(record: dict, name: str) -> str:
+  """What one program of a precision record is, in words."""
+  if name == "default":
+    return (f"encoder-decoder train step at the Setup's shape, `{record['scheme']}`, "
+            f"L={record['L']}, batch {record['batch']}")
+  if name == "seeds":
+    return f"`{record['seeds_config']}`, {record['num_seeds']} seeds vmapped"
+  return (f"cached greedy decoding at the Setup's shape, `{record['scheme']}`, "
+          f"{record['L']} new tokens")
+
+
+def _dots_cell(counts: dict) -> str:
+  """`n of m` dots bf16 × bf16 in one compiled program (— where not counted)."""
+  total = sum(v for k, v in counts.items() if k != "converted")
+  return f"{counts.get('bf16 x bf16', 0)} of {total}" if total else "—"
+
+
+def precision_section(record: dict) -> list[str]:
+  """The bfloat16-vs-float32 comparison of the `precision` part."""
+  auto = record["auto"]
+  lines = [f"## {PRECISION_TITLE}", "",
+           "Each program compiled twice, identical but the compute dtype (`model.dtype`; "
+           "parameters, optimizer state, softmax, norms, loss and positional terms float32 "
+           "either way), and timed alternately: each round one float32 run, one bfloat16 "
+           "run; medians. Dots counted in the compiled HLO (`benchmarks/dots.py`): "
+           "`converted` are dots the program asked for in bf16 that XLA:CPU runs in float32. "
+           f"`model.dtype=auto` here: {auto['auto']} ({auto['reason']}). "
+           f"[docs]({DOCS}#native-bf16-dots).", ""]
+  rows = []
+  for row in record["programs"]:
+    med = {d: float(np.median(row["seconds"][d])) for d in mixed_precision.DTYPES}
+    if row["program"] == "decode":
+      cell = lambda d: f"{row['tokens'] / med[d]:.0f} tok/s"
+      batch = f"{record['batch']}"
+    else:
+      cell = lambda d: f"{1e3 * med[d]:.1f} ms"
+      batch = row.get("batch", f"{record['batch']}x{record['L']}+{record['L']}")
+    rows.append([_program_label(record, row["program"]), batch, cell("float32"),
+                 cell("bfloat16"), f"{med['bfloat16'] / med['float32']:.2f}×",
+                 _dots_cell(row["dots"]["bfloat16"]),
+                 str(row["dots"]["bfloat16"].get("converted", 0)) if row["dots"]["bfloat16"]
+                 else "—"])
+  return lines + [markdown_table(PRECISION_COLUMNS, rows)]
 
 
 def targets(results: dict) -> list[tuple[str, str, bool, str]]:
@@ -250,27 +321,40 @@ def targets(results: dict) -> list[tuple[str, str, bool, str]]:
         ratio = cached_speedup(r)
         out.append((f"cached decoding, {r['scheme']}, {r['steps']} new tokens: ≥ 5× "
                     "recomputation", f"{ratio:.1f}×", ratio >= 5.0, ""))
+  prec = results.get("precision")
+  if prec:
+    figs = mixed_precision.figures(prec)
+    for name in ("default", "seeds"):
+      if name in figs:
+        ratio = figs[name]["ratio"]
+        out.append((f"bfloat16 train step ≤ {BF16_STEP_LIMIT:g}× the float32 one, "
+                    f"{_program_label(prec, name)}", f"{ratio:.2f}×",
+                    ratio <= BF16_STEP_LIMIT, BOUNDS["bf16"]))
   peer = results.get("peers")
   if peer and "skipped" not in peer:
-    f, dtype = peer_figures(peer), peer.get("ours_dtype", "float32")
-    ratio = f["ours_train_s"] / f["theirs_train_s"]
-    limit = PEER_STEP_LIMIT.get(dtype)
-    if limit is not None:
-      out.append((f"train step ({dtype}), L={peer['L']}: ≤ {limit}× HF T5's float32 step time",
-                  f"{ratio:.2f}×", ratio <= limit, BOUNDS["train"]))
-    speedup = f["ours_tok_s"] / f["theirs_tok_s"]
-    out.append((f"cached decoding ({dtype}), {peer['new_tokens']} new tokens: ≥ "
-                f"{PEER_DECODE_LIMIT:g}× HF T5's generate", f"{speedup:.2f}×",
-                speedup >= PEER_DECODE_LIMIT, BOUNDS["decode"]))
+    f = peer_figures(peer)
+    for dtype, mine in f["ours"].items():
+      ratio = mine["train_s"] / f["theirs_train_s"]
+      limit = PEER_STEP_LIMIT.get(dtype)
+      if limit is not None:
+        out.append((f"train step ({dtype}), L={peer['L']}: ≤ {limit}× HF T5's float32 step "
+                    "time", f"{ratio:.2f}×", ratio <= limit, BOUNDS["train"]))
+    for dtype, mine in f["ours"].items():
+      speedup = mine["tok_s"] / f["theirs_tok_s"]
+      limit = PEER_DECODE_LIMIT.get(dtype)
+      if limit is not None:
+        out.append((f"cached decoding ({dtype}), {peer['new_tokens']} new tokens: ≥ "
+                    f"{limit:g}× HF T5's generate", f"{speedup:.2f}×", speedup >= limit,
+                    BOUNDS["decode"]))
   rpe = results.get("rpe")
   if rpe and "skipped" not in rpe:
-    for row in rpe["pairs"]:
-      f = rpe_figures(row, rpe["num_seeds"])
-      out.append((f"train step per seed ({rpe['num_seeds']} seeds vmapped), {row['ours']}, "
-                  f"{row['ours_tokens']} tokens: ≤ {RPE_PER_SEED_LIMIT:g}× the update of "
-                  f"DeepMind's RPE code ({row['theirs']}, {row['theirs_tokens']} tokens)",
-                  f"{f['per_seed_ratio']:.2f}×", f["per_seed_ratio"] <= RPE_PER_SEED_LIMIT,
-                  BOUNDS["rpe"]))
+    for row, dtype in ((r, d) for r in rpe["pairs"] for d in rpe_dtypes(r)):
+      f = rpe_figures(row, rpe["num_seeds"], dtype)
+      out.append((f"train step per seed ({rpe['num_seeds']} seeds vmapped, {dtype}), "
+                  f"{row['ours']}, {row['ours_tokens']} tokens: ≤ {RPE_PER_SEED_LIMIT:g}× the "
+                  f"update of DeepMind's RPE code ({row['theirs']}, {row['theirs_tokens']} "
+                  "tokens)", f"{f['per_seed_ratio']:.2f}×",
+                  f["per_seed_ratio"] <= RPE_PER_SEED_LIMIT, BOUNDS["rpe"]))
   if len(seeds) > 1:
     ratio = relative_time(seeds[-1], seeds[0])
     out.append((f"{settings['num_seeds']} seeds in one vmapped step: ≤ 2× one seed",
@@ -312,7 +396,7 @@ def _setup(results: dict) -> list[str]:
   s = results["settings"]
   shape = schemes.Shape(**s["shape"])
   lines = ["## Setup", ""]
-  if {"schemes", "peers"} & set(s["parts"]):  # the seeds and rpe parts have their own models
+  if {"schemes", "precision", "peers"} & set(s["parts"]):  # seeds, rpe: their own models
     lines.append(
         f"* Model: encoder-decoder, d_model {shape.d_model}, {shape.num_heads} heads of "
         f"{shape.head_dim}, {shape.num_encoder_layers} encoder + {shape.num_decoder_layers} "
@@ -367,6 +451,8 @@ def render(results: dict) -> str:
               f"{config} (its model, and its step-0 batch: {seeds[0]['shape']} per replica), "
               "`jit(vmap(train_step), donate_argnums=0)` as `train_and_evaluate` runs it; "
               f"median of {s['seeds_runs']} steps.", "", seeds_table(seeds)]
+  if results.get("precision"):
+    lines += precision_section(results["precision"])
   if results.get("peers"):
     lines += peers_section(results["peers"], results["info"])
   if results.get("rpe"):

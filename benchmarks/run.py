@@ -10,11 +10,14 @@
 
 Parts (`--parts`): `schemes`, the train step and greedy decoding of every
 positional scheme at every length (benchmarks/schemes.py); `seeds`, several seeds
-in one vmapped step; `peers`, HuggingFace's T5 in PyTorch at the same shape, timed
-alternately with ours (benchmarks/peers.py; skipped with a note when torch and
-transformers are not installed); `rpe`, the update of DeepMind's
+in one vmapped step; `precision`, bfloat16 against float32: the default-shape
+train step, a config's vmapped seeds (the kazemnejad size) and decoding, timed
+alternately (benchmarks/mixed_precision.py); `peers`, HuggingFace's T5 in
+PyTorch at the same shape, timed alternately with ours (benchmarks/peers.py;
+skipped with a note when torch and transformers are not installed); `rpe`, the update of DeepMind's
 randomized_positional_encodings (Haiku, imported from a checkout: `--rpe_repo`
 or $RPE_REPO) against our 1-seed and N-seed train steps at the Kazemnejad size
+(ours in float32 and bfloat16 there and in `peers`: `--peer_dtypes`)
 (benchmarks/peers_rpe.py; skipped with a note without haiku or a checkout).
 One process measures everything, then
 benchmarks/report.py renders the records. What each figure is: docs/performance.md.
@@ -35,6 +38,7 @@ from absl import app
 from absl import flags
 import jax
 
+from benchmarks import mixed_precision
 from benchmarks import peers
 from benchmarks import peers_rpe
 from benchmarks import report
@@ -42,7 +46,7 @@ from benchmarks import schemes as schemes_lib
 from relpos_jax import positions
 
 DEFAULT_OUT = os.path.join(schemes_lib.REPO, "benchmarks", "RESULTS.md")
-PARTS = ("schemes", "seeds", "peers", "rpe")
+PARTS = ("schemes", "seeds", "precision", "peers", "rpe")
 OUTPUT_FLAGS = ("out", "json", "render_from")  # where a run goes, not what it measures
 
 
@@ -73,6 +77,9 @@ class Settings:
   rpe_runs: int = 20
   rpe_seeds: int = 3
   rpe_size_arg: str = ""
+  precision_config: str = mixed_precision.SEEDS_CONFIG
+  precision_seeds: int = 3
+  peer_dtypes: tuple[str, ...] = mixed_precision.DTYPES
   quick: bool = False
 
   def batch_at(self, length: int) -> int:
@@ -85,7 +92,9 @@ QUICK = dict(schemes="none,shaw", decode_schemes="none", lengths="8", batch=4,
              num_encoder_layers=1, num_decoder_layers=1, vocab_size=16, runs=1, decode_runs=1,
              uncached_max_length=8, naive_time_max_length=0, seeds_config="smoke", num_seeds=2,
              seeds_runs=2, matmul_size=256, peer_runs=1, peer_decode_runs=1, rpe_runs=1,
-             rpe_seeds=2, rpe_size_arg="smoke")
+             rpe_seeds=2, rpe_size_arg="smoke",
+             precision_config="configs/ablations/kazemnejad.py:scheme=t5,smoke",
+             precision_seeds=2)
 
 HELP = {
     "parts": f"what to measure, a comma list of: {', '.join(PARTS)}",
@@ -115,6 +124,11 @@ HELP = {
     "rpe_seeds": "N of our vmapped N-seed step in the RPE comparison",
     "rpe_size_arg": f"appended to every pair's {peers_rpe.CONFIG} argument (`smoke`: 1 "
                     "layer, d_model 16)",
+    "precision_config": "config of the vmapped program of the precision part (bfloat16 vs "
+                        "float32), as --seeds_config",
+    "precision_seeds": "seeds of that program",
+    "peer_dtypes": "our compute dtypes in the peers and rpe comparisons (each timed beside "
+                   "the float32 peer)",
     "quick": "tiny shapes, two schemes, one timed run: a smoke test",
 }
 
@@ -170,6 +184,11 @@ def settings_from_flags(fv: flags.FlagValues = flags.FLAGS) -> Settings:
   if not kwargs["lengths"]:
     raise app.UsageError("--lengths needs at least one length")
   kwargs["parts"] = tuple(kwargs["parts"])
+  kwargs["peer_dtypes"] = tuple(kwargs["peer_dtypes"])
+  unknown = [d for d in kwargs["peer_dtypes"] if d not in mixed_precision.DTYPES]
+  if unknown or not kwargs["peer_dtypes"]:
+    raise app.UsageError(f"--peer_dtypes must name some of {', '.join(mixed_precision.DTYPES)}"
+                         f" (got {unknown or 'none'})")
   kwargs["schemes"] = tuple(kwargs["schemes"])
   if kwargs["decode_schemes"] is None:
     kwargs["decode_schemes"] = kwargs["schemes"]
@@ -242,7 +261,7 @@ def measure(settings: Settings, argv: list[str] | None = None,
   log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
   start = time.perf_counter()
   info = machine()
-  train, dec, seeds, rates, peer, rpe = [], [], [], [], None, None
+  train, dec, seeds, rates, prec, peer, rpe = [], [], [], [], None, None, None
   if {"schemes", "seeds"} & set(settings.parts):
     clock = schemes_lib.Clock(settings.matmul_size)
     if "schemes" in settings.parts:
@@ -252,22 +271,31 @@ def measure(settings: Settings, argv: list[str] | None = None,
                                   settings.seeds_runs)
       log("seeds  " + ", ".join(f"{r['seeds']}: {r['seconds'] * 1e3:.2f} ms" for r in seeds))
     rates = clock.all_rates
+  if "precision" in settings.parts:
+    L = settings.lengths[0]
+    prec = mixed_precision.measure(settings.shape, settings.batch_at(L), L, runs=settings.runs,
+                                   decode_runs=settings.decode_runs,
+                                   seeds_config=settings.precision_config,
+                                   num_seeds=settings.precision_seeds, log=log)
   if "peers" in settings.parts:
     L = settings.lengths[0]
     peer = peers.measure(settings.shape, settings.batch_at(L), L, runs=settings.peer_runs,
                          decode_runs=settings.peer_decode_runs,
-                         threads=settings.peer_threads or None, log=log)
+                         threads=settings.peer_threads or None, dtypes=settings.peer_dtypes,
+                         log=log)
     if "skipped" in peer:
       log(f"peers  skipped: {peer['skipped']}")
   if "rpe" in settings.parts:
     rpe = peers_rpe.measure(settings.rpe_repo, num_seeds=settings.rpe_seeds,
-                            runs=settings.rpe_runs, size_arg=settings.rpe_size_arg, log=log)
+                            runs=settings.rpe_runs, size_arg=settings.rpe_size_arg,
+                            dtypes=settings.peer_dtypes, log=log)
     if "skipped" in rpe:
       log(f"rpe    skipped: {rpe['skipped']}")
   info["load_end"] = "%.2f %.2f %.2f" % os.getloadavg()
   return {"argv": list(argv or []), "settings": dataclasses.asdict(settings),
           "date": f"{datetime.datetime.now():%Y-%m-%d %H:%M}", "info": info,
-          "train": train, "decode": dec, "seeds": seeds, "peers": peer, "rpe": rpe,
+          "train": train, "decode": dec, "seeds": seeds, "precision": prec, "peers": peer,
+          "rpe": rpe,
           "matmul_rates": rates, "seconds": time.perf_counter() - start}
 
 

@@ -343,16 +343,20 @@ def load_config(spec: str):
   return module.get_config(arg or None)
 
 
-def compile_seeds_steps(spec: str, num_seeds: int) -> dict[int, TrainStep]:
+def compile_seeds_steps(spec: str, num_seeds: int,
+                        dtype: str | None = None) -> dict[int, TrainStep]:
   """The vmapped train step of a config (`config_spec`), for 1 and N seeds.
 
   As `train_and_evaluate` runs it (donated state). Both use the step-0 batches of
   the N-seed run (replica 0's for one seed), so every replica has the same shapes.
+  `dtype`, where given, replaces the config's `model.dtype`.
 
   Returns:
     {1: one seed's step, num_seeds: the N-seed step} (one entry when N = 1).
   """
   config = load_config(spec)
+  if dtype is not None:
+    config.model.dtype = dtype
   seeds = [config.seed + i for i in range(num_seeds)]
   datasets = [pipeline.make_dataset(seed=s, **config.data) for s in seeds]
   model = architectures.make_model(config.model, vocab_size=datasets[0].vocab.size)

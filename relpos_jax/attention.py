@@ -20,14 +20,15 @@ The decode cache and the precomputed cross-attention keys/values are stored that
 way, so a decoding step reads them in place instead of transposing the whole
 cache (and the encoder's keys/values) at every generated token.
 
-Precision. Projections, queries, keys, values (and so the cache) are in the
-compute dtype (`dtype`: float32 or bfloat16). The logits `q·k` accumulate in
-float32 and stay float32: the scheme's terms (float32, `positions.base`), the
-length scale, the mask and the softmax all act on float32; the weights are cast
-back to the compute dtype for `w·v`, which accumulates in float32 too. Every
-matmul (projections, `q·k`, `w·v`) goes through `dots`; in bfloat16 the head-major
-transposes are row-major copies (`heads_first`), so that forward and backward
-compile to native bf16 dots.
+Precision. Queries, keys and values (and so the cache), which only matmuls read,
+are in the compute dtype (`dtype`: float32 or bfloat16). The logits `q·k`
+accumulate in float32 and stay float32: the scheme's terms (float32,
+`positions.base`), the length scale, the mask and the softmax all act on float32;
+the weights are cast back to the compute dtype for `w·v`, which accumulates in
+float32 too; the output projection returns float32 (the residual stream's dtype).
+Every matmul (projections, `q·k`, `w·v`) goes through `dots`; in bfloat16 the
+head-major transposes are row-major copies (`heads_first`), so that forward and
+backward compile to native bf16 dots.
 """
 
 from __future__ import annotations
@@ -168,8 +169,8 @@ class Attention(nn.Module):
     scheme: positional scheme (shared or per layer; None for cross-attention).
     length_scale_train_keys: n_train of length-scaled attention (`length_scale`;
       0: off). With `decode`, n counts the cached keys too, as the full pass does.
-    dtype: compute dtype of the projections, keys, values and cache (parameters
-      are float32; logits and softmax are float32 whatever it is).
+    dtype: compute dtype of the projections' matmuls, the queries, keys, values and
+      cache (parameters, logits, softmax and the output are float32 whatever it is).
   """
 
   num_heads: int
@@ -189,7 +190,7 @@ class Attention(nn.Module):
     self.value = dense("value")
     self.out = nn.DenseGeneral(self.d_model, axis=(-2, -1), use_bias=False, dtype=self.dtype,
                                param_dtype=jnp.float32, name="out",
-                               **dots.dense_kwargs(self.dtype))
+                               **dots.dense_kwargs(self.dtype, out_dtype=jnp.float32))
     self.dropout = dropout_lib.Dropout(self.dropout_rate)
     self.cache = KVCache()
 

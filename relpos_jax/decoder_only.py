@@ -109,7 +109,7 @@ class DecoderOnly(nn.Module):
   position: Mapping[str, Any] | None = None  # None: T5's defaults
   length_scaled_attention: bool = False
   length_scale_train_keys: int = 0
-  dtype: str = "float32"  # "bfloat16": bf16 activations and matmuls, f32 params/softmax/loss;
+  dtype: str = "float32"  # "bfloat16": bf16 matmul operands, all else f32 (model docstring);
   # "auto": bfloat16 where bf16 matmuls are fast (AMX CPU, GPU, TPU), else float32
 
   # Input and target positions are one running sequence: randomized positions

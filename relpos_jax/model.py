@@ -12,14 +12,17 @@ Token ids follow `relpos_jax.data.vocab`: PAD = 0 (masked everywhere), BOS start
 the decoder input. Token embeddings are shared by encoder and decoder (one vocab);
 `share_embeddings` also ties the output projection to them (logits = x Eᵀ/sqrt(D)).
 
-Precision (`dtype`, config key `model.dtype`; as t5x / the Flax examples do it):
-parameters are float32 and every Dense / Embed / norm reads them in the compute
-dtype, so activations and matmul inputs are float32 or bfloat16; the attention
-logits and softmax, the norms' statistics, the positional math (see
-`positions.base`) and the output logits are float32 in either case. Every matmul
-(dense layers, attention, output logits) goes through `dots`, which in bfloat16
-hands XLA only the dot forms it runs natively, forward and backward; "auto"
-is bfloat16 where the backend runs those fast, else float32 (`precision`).
+Precision (`dtype`, config key `model.dtype`): the compute dtype of the matmuls.
+Parameters are float32. In bfloat16 every matmul (dense layers, `q·k`, `w·v`,
+output logits) reads bf16 operands and accumulates and returns float32, through
+`dots`, which hands XLA only the dot forms it runs natively, forward and backward;
+the attention's queries, keys, values and weights (and so the decode cache), which
+only matmuls read, are stored in bf16. Everything else stays float32: the residual
+stream, the embeddings, the norms, the MLP's activation and dropout, the attention
+logits and softmax, the positional math (see `positions.base`) and the output
+logits. (Casting that elementwise work to bf16 as well, as t5x does, costs more
+than it saves on XLA:CPU, which emulates bf16 arithmetic: docs/performance.md.)
+"auto" is bfloat16 where the backend runs bf16 dots fast, else float32 (`precision`).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from relpos_jax.data import vocab
 Array = jax.Array
 
 NORMS = {"rms": nn.RMSNorm, "layer": nn.LayerNorm}
-# `model.dtype`: the compute dtype of activations and matmul inputs (parameters stay float32);
+# `model.dtype`: the compute dtype of the matmuls' operands (parameters and activations stay
+# float32);
 # "auto" is one of the two, chosen by the backend (`precision.resolve`).
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -77,12 +81,12 @@ class Mlp(nn.Module):
   d_model: int
   d_ff: int
   dropout_rate: float
-  dtype: Any = jnp.float32  # compute dtype (parameters are float32)
+  dtype: Any = jnp.float32  # the matmuls' compute dtype (parameters, activations: float32)
 
   @nn.compact
   def __call__(self, x_BxLxD: Array, deterministic: bool) -> Array:
     dense = lambda n, name: nn.Dense(n, dtype=self.dtype, param_dtype=jnp.float32, name=name,
-                                     **dots.dense_kwargs(self.dtype))
+                                     **dots.dense_kwargs(self.dtype, out_dtype=jnp.float32))
     h_BxLxF = nn.gelu(dense(self.d_ff, "wi")(x_BxLxD))
     h_BxLxF = dropout_lib.Dropout(self.dropout_rate)(h_BxLxF, deterministic=deterministic)
     return dense(self.d_model, "wo")(h_BxLxF)
@@ -100,10 +104,10 @@ class Block(nn.Module):
   has_cross: bool
   scheme: positions.PositionScheme | None
   length_scale_train_keys: int = 0  # length-scaled attention's n_train (0: off)
-  dtype: Any = jnp.float32  # compute dtype (parameters are float32)
+  dtype: Any = jnp.float32  # the matmuls' compute dtype (parameters, activations: float32)
 
   def setup(self):
-    norm = lambda: make_norm(self.norm, self.dtype)
+    norm = lambda: make_norm(self.norm)
     attn = lambda scheme, name: attention.Attention(
         self.num_heads, self.head_dim, self.d_model, self.dropout_rate, scheme,
         self.length_scale_train_keys, self.dtype, name=name)
@@ -136,7 +140,7 @@ class Stack(nn.Module):
   `causal` is the scheme's direction (T5's unidirectional buckets); the attention
   mask is the caller's. `has_cross` adds cross-attention to every block.
   `length_scale_train_keys` > 0 turns on length-scaled attention in every block
-  (`attention.length_scale`). `dtype` is the compute dtype of its activations.
+  (`attention.length_scale`). `dtype` is the compute dtype of its matmuls.
   """
 
   num_layers: int
@@ -173,7 +177,7 @@ class Stack(nn.Module):
               length_scale_train_keys=self.length_scale_train_keys, dtype=self.dtype,
               name=f"layer_{i}")
         for i in range(self.num_layers)]
-    self.final_norm = make_norm(self.norm, self.dtype)
+    self.final_norm = make_norm(self.norm)
     self.dropout = dropout_lib.Dropout(self.dropout_rate)
 
   def cross_kv(self, enc_BxSxD: Array) -> list[tuple[Array, Array]]:
@@ -224,7 +228,7 @@ class EncoderDecoder(nn.Module):
   position: Mapping[str, Any] | None = None  # None: T5's defaults
   length_scaled_attention: bool = False
   length_scale_train_keys: int = 0
-  dtype: str = "float32"  # "bfloat16": bf16 activations and matmuls, f32 params/softmax/loss;
+  dtype: str = "float32"  # "bfloat16": bf16 matmul operands, all else f32 (model docstring);
   # "auto": bfloat16 where bf16 matmuls are fast (AMX CPU, GPU, TPU), else float32
 
   def __post_init__(self):
@@ -355,9 +359,9 @@ def freeze_position(module: nn.Module) -> None:
   object.__setattr__(module, "position", flax.core.FrozenDict(positions.plain(position)))
 
 
-def make_norm(norm: str, dtype: Any) -> nn.Module:
-  """The `model.norm` layer: statistics in float32, output in `dtype`, float32 scale."""
-  return NORMS[norm](dtype=dtype, param_dtype=jnp.float32)
+def make_norm(norm: str) -> nn.Module:
+  """The `model.norm` layer, float32 throughout (statistics, scale, output)."""
+  return NORMS[norm](dtype=jnp.float32, param_dtype=jnp.float32)
 
 
 def check_norm(norm: str) -> None:
@@ -385,10 +389,11 @@ def attention_train_keys(module: nn.Module) -> int:
 def token_embedding(module: nn.Module) -> nn.Embed:
   """The token embedding (also the tied output projection), named `embedding`.
 
-  A float32 table; lookups come out in the compute dtype `module.dtype`.
+  A float32 table; lookups are float32 in either compute dtype (the tied logits read
+  the table in the compute dtype, `output_logits`).
   """
   return nn.Embed(module.vocab_size, module.d_model, embedding_init=nn.initializers.normal(1.0),
-                  dtype=compute_dtype(module.dtype), param_dtype=jnp.float32, name="embedding")
+                  dtype=jnp.float32, param_dtype=jnp.float32, name="embedding")
 
 
 def logits_dense(module: nn.Module) -> nn.Dense:

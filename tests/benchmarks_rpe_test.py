@@ -145,13 +145,13 @@ def test_report_of_a_made_up_record():
                 if l.startswith("| "))
   assert header == ("| this project | theirs | ours 1 seed ms | ours 3 seeds ms | "
                     "ours per seed ms | theirs ms | 1 seed ÷ theirs | per seed ÷ theirs |")
-  assert ("| `xl+randomized` | `NOISY_RELATIVE` | 110.0 | 270.0 | 90.0 | 200.0 | 0.55× | "
+  assert ("| `xl+randomized` (float32) | `NOISY_RELATIVE` | 110.0 | 270.0 | 90.0 | 200.0 | 0.55× | "
           "0.45× |") in text
-  assert "| `sinusoidal` | `SIN_COS` | 200.0 | 600.0 | 200.0 | 250.0 | 0.80× | 0.80× |" in text
-  assert ("* ✅ holds: train step per seed (3 seeds vmapped), xl+randomized, 41 tokens: "
+  assert "| `sinusoidal` (float32) | `SIN_COS` | 200.0 | 600.0 | 200.0 | 250.0 | 0.80× | 0.80× |" in text
+  assert ("* ✅ holds: train step per seed (3 seeds vmapped, float32), xl+randomized, 41 tokens: "
           "≤ 0.6× the update of DeepMind's RPE code (NOISY_RELATIVE, 40 tokens): **0.45×**"
           "\n") in text
-  missed = ("* ❌ missed: train step per seed (3 seeds vmapped), sinusoidal, 41 tokens: "
+  missed = ("* ❌ missed: train step per seed (3 seeds vmapped, float32), sinusoidal, 41 tokens: "
             "≤ 0.6× the update of DeepMind's RPE code (SIN_COS, 40 tokens): **0.80×** "
             f"({report.BOUNDS['rpe']})\n")
   assert missed in text and "compute-bound on 2 cores" in missed
@@ -176,8 +176,10 @@ def test_a_tiny_real_measurement():
   for row in record["pairs"]:
     assert (row["size"]["num_layers"], row["size"]["d_model"]) == (1, 16)
     assert (row["ours_tokens"], row["theirs_tokens"]) == (13, 12)  # L = 6
-    for key in ("ours_1_s", "ours_n_s", "theirs_s"):
-      assert len(row[key]) == 1 and row[key][0] > 0
+    assert len(row["theirs_s"]) == 1 and row["theirs_s"][0] > 0
+    for key in ("ours_1_s", "ours_n_s"):
+      assert list(row[key]) == ["float32"] and len(row[key]["float32"]) == 1
+      assert row[key]["float32"][0] > 0
   assert record["pairs"][0]["theirs_params"] == {"noise_max_length": 2048}
   assert record["pairs"][1]["theirs_params"] == {}
 

@@ -52,7 +52,9 @@ def test_flags_spell_the_settings():
   quick = _settings("--quick", "--runs=3", "--parts=peers")
   assert quick.shape.d_model == 16 and quick.lengths == (8,) and quick.runs == 3
   assert quick.parts == ("peers",)
-  for bad in ("--schemes=nope", "--parts=schemes,nope", "--lengths=x"):
+  assert default.peer_dtypes == ("float32", "bfloat16")
+  assert _settings("--peer_dtypes=bfloat16").peer_dtypes == ("bfloat16",)
+  for bad in ("--schemes=nope", "--parts=schemes,nope", "--lengths=x", "--peer_dtypes=float16"):
     with pytest.raises(app.UsageError):
       _settings(bad)
   assert run.measuring_argv(["--out", "a.md", "--quick", "--json=b", "--lengths=8"]) == [
@@ -99,8 +101,8 @@ def test_report_renders_every_table():
   assert _header(text, "## Several seeds") == list(report.SEEDS_COLUMNS)
   assert _header(text, report.PEERS_TITLE) == list(report.PEERS_COLUMNS)
   assert "| 16 | 4 | shaw | 12.0 | 1.20 |" in text
-  assert "| train step ms | 500.0 | 1000.0 | 2.00× |" in text
-  assert "| cached decode tok/s | 1000 | 250 | 4.00× |" in text
+  assert "| train step ms (float32) | 500.0 | 1000.0 | 2.00× |" in text
+  assert "| cached decode tok/s (float32) | 1000 | 250 | 4.00× |" in text
   assert "✅ holds: train step, shaw, L=8: ≤ 1.5× none: **1.20×**" in text
   assert "Shaw peak temporary memory, L=16: ≤ 2× none: **1.20×; the naive gather form: 3.00×" \
       in text
@@ -110,6 +112,51 @@ def test_report_renders_every_table():
       in text
   assert "✅ holds: cached decoding (float32), 8 new tokens: ≥ 2× HF T5's generate: **4.00×**" \
       in text
+
+
+# A record of #52's peers part: ours in both dtypes beside HF's float32 step.
+PEER_BOTH = dict(PEER, ours_dtypes=["float32", "bfloat16"],
+                 ours_train_s={"float32": [0.5, 0.4, 0.6], "bfloat16": [0.9, 0.9, 0.9]},
+                 ours_decode_s={"float32": [0.032] * 3, "bfloat16": [0.016] * 3})
+
+# A made-up record of the precision part (benchmarks/mixed_precision.py).
+PRECISION = {
+    "auto": {"auto": "bfloat16", "reason": "CPU with AMX"}, "scheme": "t5", "L": 8,
+    "batch": 4, "seeds_config": "configs/ablations/kazemnejad.py:scheme=t5", "num_seeds": 3,
+    "programs": [
+        {"program": "default", "runs": 3, "compile_s": {},
+         "seconds": {"float32": [1.0, 1.2, 1.1], "bfloat16": [0.4, 0.45, 0.5]},
+         "dots": {"float32": {"f32 x f32": 10}, "bfloat16": {"bf16 x bf16": 9, "f32 x f32": 1,
+                                                             "converted": 1}}},
+        {"program": "seeds", "runs": 3, "compile_s": {}, "batch": "3x64x20",
+         "seconds": {"float32": [0.3] * 3, "bfloat16": [0.24] * 3},
+         "dots": {"float32": {}, "bfloat16": {}}},
+        {"program": "decode", "runs": 3, "compile_s": {}, "tokens": 32,
+         "seconds": {"float32": [0.032] * 3, "bfloat16": [0.016] * 3},
+         "dots": {"float32": {}, "bfloat16": {"bf16 x bf16": 4}}}]}
+
+
+def test_report_of_both_dtypes_beside_the_peer_and_the_precision_part():
+  text = report.render(dict(_records(PEER_BOTH), precision=PRECISION))
+  assert "| train step ms (bfloat16) | 900.0 | 1000.0 | 1.11× |" in text
+  assert "| cached decode tok/s (bfloat16) | 2000 | 250 | 8.00× |" in text
+  # bf16 takes 0.90× HF's float32 step (> 0.8×) and decodes 8× as fast (≥ 1.5×).
+  assert "❌ missed: train step (bfloat16), L=8: ≤ 0.8× HF T5's float32 step time: **0.90×**" \
+      in text
+  assert "✅ holds: cached decoding (bfloat16), 8 new tokens: ≥ 1.5× HF T5's generate: " \
+      "**8.00×**" in text
+  assert "✅ holds: train step (float32), L=8: ≤ 1.2× HF T5's float32 step time" in text
+  assert _header(text, report.PRECISION_TITLE) == list(report.PRECISION_COLUMNS)
+  # Medians 0.45 s / 1.1 s = 0.41× holds; 0.24 / 0.3 = 0.80× misses.
+  assert ("| encoder-decoder train step at the Setup's shape, `t5`, L=8, batch 4 | 4x8+8 | "
+          "1100.0 ms | 450.0 ms | 0.41× | 9 of 10 | 1 |") in text
+  assert ("| `configs/ablations/kazemnejad.py:scheme=t5`, 3 seeds vmapped | 3x64x20 | 300.0 ms "
+          "| 240.0 ms | 0.80× | — | — |") in text
+  assert "| 4 | 1000 tok/s | 2000 tok/s | 0.50× | 4 of 4 | 0 |" in text
+  assert "✅ holds: bfloat16 train step ≤ 0.5× the float32 one, encoder-decoder" in text
+  assert ("❌ missed: bfloat16 train step ≤ 0.5× the float32 one, "
+          "`configs/ablations/kazemnejad.py:scheme=t5`, 3 seeds vmapped: **0.80×**") in text
+  assert "`model.dtype=auto` here: bfloat16 (CPU with AMX)" in text
 
 
 @pytest.fixture
