@@ -5,8 +5,9 @@ The calibration that decides whether a new table may train in bfloat16
 layers, d_model 128, 6,000 steps of batch 64, 3 seeds) on copy, for NoPE, T5 and
 ALiBi (scheme configs as kazemnejad.py sets them), each trained twice with configs
 identical but `model.dtype`: `float32` and `bfloat16`. The dtypes are named, never
-`auto`: on a CPU without AMX (this repo's 2-core AMD EPYC) `auto` resolves to
-float32, and the bf16 arm must be bf16 everywhere. bf16 passes when every pooled
+`auto`: on a CPU without AMX (some of this project's 2-core machines are AMD EPYCs)
+`auto` resolves to float32, and the bf16 arm must be bf16 on every machine (bf16
+matmul operands, float32 activations: relpos_jax/model.py). bf16 passes when every pooled
 exact match of a bf16 run, (L, 2L] = lengths 21-40, lies inside its f32 run's 95%
 interval; `python -m relpos_jax.results` renders that table (per scheme: both
 values with their intervals, in or out, the paired bf16 − f32 difference with its
@@ -33,9 +34,10 @@ kazemnejad's records into this table (copies would lack the curves).
 
 Expected runtime on 2 CPU cores: kazemnejad's f32 copy runs took 2,600-3,450 s of
 training steps each (NoPE 3,447, T5 3,154, ALiBi 2,642 s; results/kazemnejad/runs/), so
-about 2.6 h for the f32 arm; a bf16 train step took ~0.76x the f32 step on this CPU at
-`make bench`'s shape (docs/performance.md, "Native bf16 dots"; not measured at this
-size), so about 2 h for the bf16 arm; about 4.5-5 h in all, plus evaluation
+about 2.6 h for the f32 arm; on the Intel machine with AMX a bf16 train step at this
+size took 0.75x the f32 one (`make bench`, benchmarks/RESULTS.md, 2026-12-06; on a
+CPU without AMX it was not measured at this size), so about 2 h for the bf16 arm there;
+about 4.5-5 h in all, plus evaluation
 (kazemnejad's took 42-57 s per run; the periodic eval here adds six validations of 512
 examples and six evaluations at length 40 per seed, not timed). `--sweep_shard i/n` and
 `--split_seeds` split it as for any table. Arguments: those of configs/default.py
