@@ -369,9 +369,13 @@ def _machine(results: dict) -> list[str]:
       "## Machine", "",
       f"* CPU: {info['cpu']}, {info['cores']} cores available to the process; "
       f"{info['platform']}, Python {info['python']}",
-      f"* JAX {info['jax']}, jaxlib {info['jaxlib']}; backend {info['backend']}; float32, "
-      "default matmul precision, no XLA flags",
+      f"* JAX {info['jax']}, jaxlib {info['jaxlib']}; backend {info['backend']}; default "
+      "matmul precision, no XLA flags",
   ]
+  prec = results.get("precision")
+  if prec:
+    lines.append(f"* AMX / `model.dtype=auto` here: {prec['auto']['auto']} "
+                 f"({prec['auto']['reason']})")
   peers = results.get("peers")
   if peers and "skipped" not in peers:
     lines.append(f"* Peer: torch {peers['torch']} ({peers['torch_threads']} intra-op, "
