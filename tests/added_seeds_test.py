@@ -235,6 +235,19 @@ def test_seeds_evaluated_under_another_protocol_are_not_appended(tmp_path, monke
   assert store.stored_parts(str(table)) == {RUN: ([2], [0, 1, 2])}
 
 
+def test_old_records_without_position_draws_take_new_seeds_decoded_at_0_to_L():
+  """Records stored before `position_draws` existed omit it: at 0..L−1 that is one draw."""
+  new = [{**_fake_record(RUN, 2, 2, 8), "eval_positions": "0..L-1", "position_draws": 1}]
+  old = [{k: v for k, v in {**_fake_record(RUN, s, s, 8), "eval_positions": "0..L-1"}.items()
+          if k != "position_draws"} for s in (0, 1)]
+  assert added_seeds._protocol_difference(old, new, randomized=False) is None
+  # Decoded at random positions, a missing count is another protocol: refused.
+  rand_new = [{**r, "eval_positions": "random", "position_draws": 8} for r in new]
+  rand_old = [{**r, "eval_positions": "random"} for r in old]
+  assert "position_draws is 8, the stored seeds' None" in (
+      added_seeds._protocol_difference(rand_old, rand_new, randomized=True))
+
+
 def test_old_records_without_the_newer_position_fields_take_new_seeds():
   old = [{k: v for k, v in _fake_record(RUN, s, s, 8).items()
           if k not in ("valid_positions", "checkpoint_valid_positions")} for s in (0, 1)]

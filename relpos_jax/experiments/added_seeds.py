@@ -214,10 +214,16 @@ def _config_protocol_problem(records: Sequence[Record], config: dict[str, Any]) 
 
 
 def _protocol_value(record: Record, key: str, randomized: bool) -> Any:
-  """A protocol field; a run not trained at random positions was always validated at 0..L−1."""
+  """A protocol field, with the value records older than the field implied.
+
+  A run not trained at random positions was always validated at 0..L−1, and a record
+  decoded at 0..L−1 has one position draw (records before `position_draws` omit it).
+  """
   if key in ("valid_positions", "checkpoint_valid_positions") and key not in record and (
       not randomized):
     return _ZERO_TO_L
+  if key == "position_draws" and key not in record and record.get("eval_positions") != "random":
+    return 1
   return record.get(key)
 
 
