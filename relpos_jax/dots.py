@@ -32,8 +32,10 @@ pass, before layout assignment, from each operand's layout at that point:
 `[Z, N, K]`, whichever needs no transpose), Z the merged batch dims (absent when
 there are none), transposing only by `row_major_transpose`; a dense layer's
 activations `[..., K]` have no batch dim in common with the weight, so their
-leading dims fold into the rows M. The weight gradient `xᵀ·dy` multiplies a
-physical transposed copy of x by dy (`mk,kn`); the input gradient `dy·Wᵀ` reads W
+leading dims fold into the rows M. The weight gradient `xᵀ·dy` contracts the
+token dim, leading in both, so one of them must be copied transposed: `_matmul`
+copies the smaller (dy of a layer that narrows, d_ff -> d_model: `(dyᵀ·x)ᵀ`, whose
+small result is transposed too; x otherwise); the input gradient `dy·Wᵀ` reads W
 as `nk`. Weights go in float32 and are cast inside, so their gradients come back
 float32, never rounded to bf16.
 """
@@ -93,22 +95,45 @@ def _subscripts(spec: str, a_ndim: int, b_ndim: int) -> tuple[str, str, str]:
   return a, b, out
 
 
+def _copied(spec: str, order: list[str], size: dict[str, int]) -> int:
+  """Elements `row_major_transpose` copies to bring an operand from `spec` to `order` (0: none)."""
+  moved = [c for i, c in enumerate(order) if spec.index(c) != i and size[c] > 1]
+  return math.prod(size[c] for c in spec) if moved else 0
+
+
+def _transposed_elements(lhs_spec: str, rhs_spec: str, out_spec: str,
+                         size: dict[str, int]) -> int:
+  """Elements copied by `_matmul` with `lhs_spec` as the dot's lhs (operands and result)."""
+  batch = [c for c in lhs_spec if c in rhs_spec and c in out_spec]
+  contract = [c for c in lhs_spec if c in rhs_spec and c not in out_spec]
+  l_free = [c for c in lhs_spec if c not in rhs_spec]
+  r_free = [c for c in rhs_spec if c not in lhs_spec]
+  rhs = min(_copied(rhs_spec, batch + contract + r_free, size),
+            _copied(rhs_spec, batch + r_free + contract, size))
+  return (_copied(lhs_spec, batch + l_free + contract, size) + rhs
+          + _copied("".join(batch + l_free + r_free), list(out_spec), size))
+
+
 def _matmul(a_spec: str, b_spec: str, out_spec: str, a: Array, b: Array) -> Array:
   """`einsum(a_spec,b_spec->out_spec)` of two bf16 arrays as one row-major dot into float32.
 
-  The operands are swapped where that gives the output in `out_spec` order: XLA folds
-  a transpose of a dot's result into the dot by swapping its operands, which turns
-  an `mk,kn` dot into a `km,nk` one after the bf16 decision (the DotThunk failure).
+  Either operand can be the dot's lhs; the one that copies fewer elements into
+  row-major order is (ties: `a`). That matters for weight gradients: `xᵀ·dy` of a
+  layer narrowing d_ff -> d_model transposes the [tokens, d_model] cotangent and the
+  small [d_model, d_ff] result rather than the 4x larger [tokens, d_ff] activations.
+  The result is always brought to `out_spec` by `row_major_transpose`: XLA folds a
+  plain transpose of a dot's result into the dot by swapping its operands, which
+  turns an `mk,kn` dot into a `km,nk` one after the bf16 decision (the DotThunk
+  failure).
   """
-  batch = [c for c in a_spec if c in b_spec and c in out_spec]
-  a_free = [c for c in a_spec if c not in b_spec]
-  b_free = [c for c in b_spec if c not in a_spec]
-  if "".join(batch + a_free + b_free) != out_spec and "".join(batch + b_free + a_free) == out_spec:
+  size = dict(zip(a_spec, a.shape)) | dict(zip(b_spec, b.shape))
+  if (_transposed_elements(b_spec, a_spec, out_spec, size)
+      < _transposed_elements(a_spec, b_spec, out_spec, size)):
     a_spec, b_spec, a, b = b_spec, a_spec, b, a
   contract = [c for c in a_spec if c in b_spec and c not in out_spec]
   a_free = [c for c in a_spec if c not in b_spec]
   b_free = [c for c in b_spec if c not in a_spec]
-  size = dict(zip(a_spec, a.shape)) | dict(zip(b_spec, b.shape))
+  batch = [c for c in a_spec if c in b_spec and c in out_spec]
   prod = lambda letters: math.prod(size[c] for c in letters)
   lead = (prod(batch),) if batch else ()  # never a size-1 dim of our own (module docstring)
   perm = lambda spec, order: tuple(spec.index(c) for c in order)

@@ -21,10 +21,12 @@ the top two logits are more than twice that apart.
 
 import functools
 import os
+import re
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 import pytest
 
 from relpos_jax import architectures
@@ -227,6 +229,8 @@ EINSUMS = [  # (spec, lhs shape, rhs shape): every form the model uses, plus a s
     ("bhqs,bhsk->bhqk", (2, 2, 3, 4), (2, 2, 4, 5)),  # weighted values
     ("...d,vd->...v", (2, 3, 4), (7, 4)),         # tied output logits
     ("md,df->fm", (3, 4), (4, 6)),                # an output order only a swap gives
+    ("mf,fd->md", (12, 8), (8, 3)),               # a narrowing layer (MLP out): its weight
+                                                  # gradient transposes dy, not the activations
 ]
 
 
@@ -261,6 +265,16 @@ def test_bf16_einsum_values_and_float32_gradients(spec, a_shape, b_shape):
     scale = float(np.abs(g32).max())
     np.testing.assert_allclose(g16, g32, rtol=0, atol=0.02 * scale, err_msg=spec)
     assert float(np.abs(np.asarray(g16) - np.asarray(g32)).max()) > 0  # really bf16 cotangents
+
+
+def test_weight_gradient_copies_the_smaller_operand():
+  """dW = xᵀ·dy of a d_ff -> d_model layer: row-major copies of dy and dW, never of x [M, F]."""
+  x, w = jnp.ones((96, 32), jnp.bfloat16), jnp.ones((32, 8), jnp.float32)
+  grad = jax.grad(lambda x, w: jnp.sum(dots.bf16_einsum("mf,fd->md", x, w)), argnums=1)
+  copied = re.findall(r"reverse %\S+, dims = \[\d+\] : tensor<([\dx]+)x\w+>",
+                      jax.jit(grad).lower(x, w).as_text())
+  assert copied and "96x32" not in copied and "32x96" not in copied, copied
+  assert {"96x8", "8x32"} <= set(copied), copied  # dy [M, D] and the small result dWᵀ
 
 
 def test_row_major_transpose_is_a_transpose():
