@@ -35,7 +35,7 @@ kazemnejad's records into this table (copies would lack the curves).
 Expected runtime on 2 CPU cores: kazemnejad's f32 copy runs took 2,600-3,450 s of
 training steps each (NoPE 3,447, T5 3,154, ALiBi 2,642 s; results/kazemnejad/runs/), so
 about 2.6 h for the f32 arm; on the Intel machine with AMX a bf16 train step at this
-size took 0.75x the f32 one (`make bench`, benchmarks/RESULTS.md, 2026-12-06; on a
+size took 0.75x the f32 one (`make bench`, 2026-12-06 03:26; 0.70x since 05:44; on a
 CPU without AMX it was not measured at this size), so about 2 h for the bf16 arm there;
 about 4.5-5 h in all, plus evaluation
 (kazemnejad's took 42-57 s per run; the periodic eval here adds six validations of 512
