@@ -16,6 +16,10 @@ the longest C, so every C tiles exactly the same ids):
   at least C - S ids of context.
 * **loss by position**: the mean loss at each position 0..C-1 of the
   non-overlapping windows, so a figure shows where a scheme breaks.
+* **bits per byte by block**: the span cut into blocks of the longest C (the same
+  bytes at every C, in every run), each block's bits per byte, so an interval and a
+  paired comparison account for the finite test text as well as the seeds
+  (`experiments/stats.py`; blocks are the eval "examples").
 
 A scheme that cannot encode C positions (learned absolute positions beyond their
 table) gets an "n/a" record (NaN metrics, the reason in `error`), never a clamped
@@ -151,15 +155,17 @@ def check_context(model, context: int) -> str | None:
 
 @dataclasses.dataclass
 class WindowScores:
-  """Sums over scored ids: total loss and count, and per position within the window."""
+  """Sums over scored ids: total loss and count, per position within the window, and the
+  loss of every id of the span (each scored once)."""
   loss_sum: float
   count: int
   position_loss_sum_C: np.ndarray
   position_count_C: np.ndarray
+  id_loss_N: np.ndarray
 
 
 def score_windows(loss_fn: LossFn, windows_WxC: np.ndarray, first_scored_W: np.ndarray,
-                  rows: int) -> WindowScores:
+                  rows: int, starts_W: np.ndarray | None = None) -> WindowScores:
   """Scores windows `rows` at a time (the last chunk padded with copies, weight 0).
 
   Args:
@@ -167,13 +173,16 @@ def score_windows(loss_fn: LossFn, windows_WxC: np.ndarray, first_scored_W: np.n
     windows_WxC: the windows.
     first_scored_W: position from which each window's ids count.
     rows: windows per call of `loss_fn` (a fixed shape: one compilation per C).
+    starts_W: where each window starts in the span (default: back to back, W x C ids).
 
   Returns:
-    The sums (`WindowScores`).
+    The sums (`WindowScores`); `id_loss_N` NaN at ids no window scores.
   """
   W, C = windows_WxC.shape
+  starts_W = np.arange(W) * C if starts_W is None else np.asarray(starts_W)
   loss_sum, count = 0.0, 0
   pos_sum_C, pos_count_C = np.zeros(C, np.float64), np.zeros(C, np.int64)
+  id_loss_N = np.full(int(starts_W.max()) + C, np.nan)
   for start in range(0, W, rows):
     chunk = windows_WxC[start:start + rows]
     real = len(chunk)
@@ -184,11 +193,13 @@ def score_windows(loss_fn: LossFn, windows_WxC: np.ndarray, first_scored_W: np.n
     count += int(scored_BxC.sum())
     pos_sum_C += (loss_BxC * scored_BxC).sum(0)
     pos_count_C += scored_BxC.sum(0)
-  return WindowScores(loss_sum, count, pos_sum_C, pos_count_C)
+    ids_BxC = starts_W[start:start + real, None] + np.arange(C)[None, :]
+    id_loss_N[ids_BxC[scored_BxC]] = loss_BxC[scored_BxC]
+  return WindowScores(loss_sum, count, pos_sum_C, pos_count_C, id_loss_N)
 
 
 def context_record(loss_fn: LossFn, ids: np.ndarray, context: int, span: int, *,
-                   rows: int, stride: int = 0) -> Record:
+                   rows: int, stride: int = 0, block: int | None = None) -> Record:
   """Loss, bits per byte and perplexity of one eval context over ids[0:span].
 
   Args:
@@ -198,26 +209,40 @@ def context_record(loss_fn: LossFn, ids: np.ndarray, context: int, span: int, *,
     span: N, the shared span (a multiple of C).
     rows: windows per call.
     stride: 0: non-overlapping windows; S > 0: sliding windows scoring their last S.
+    block: the eval unit of the interval (default: the whole span): the span's
+      consecutive blocks of this many ids, the same bytes at every context when it
+      is the longest context (`evaluate_contexts`); divides `span`.
 
   Returns:
     {"context", "mode", "stride", "eval_bytes", "num_windows", "loss" (nats per
     byte), "bits_per_byte", "perplexity", "position_loss" (list of C means, or
-    None for sliding windows)}.
+    None for sliding windows), "block_bytes", "block_bits_per_byte" (bits per byte
+    of each block: their mean is "bits_per_byte")}.
+
+  Raises:
+    ValueError: `block` does not divide `span`.
   """
+  block = span if block is None else int(block)
+  if block <= 0 or span % block:
+    raise ValueError(f"blocks of {block} ids do not tile a span of {span}")
   if stride:
     windows, first = sliding_windows(ids, context, stride, span)
+    starts = np.arange(len(windows)) * stride
   else:
     windows = nonoverlapping_windows(ids, context, span)
     first = np.zeros(len(windows), np.int32)
-  scores = score_windows(loss_fn, windows, first, min(rows, len(windows)))
-  if scores.count != span:  # each id of the span exactly once, by construction
+    starts = np.arange(len(windows)) * context
+  scores = score_windows(loss_fn, windows, first, min(rows, len(windows)), starts)
+  if scores.count != span or np.isnan(scores.id_loss_N).any():
     raise AssertionError(f"scored {scores.count} ids of a span of {span}")
   loss = scores.loss_sum / scores.count
   position = None if stride else (scores.position_loss_sum_C / scores.position_count_C).tolist()
+  block_bits = scores.id_loss_N.reshape(span // block, block).mean(axis=1) / math.log(2.0)
   return {"context": int(context), "mode": "sliding" if stride else "nonoverlapping",
           "stride": int(stride), "eval_bytes": int(span), "num_windows": int(len(windows)),
           "loss": float(loss), "bits_per_byte": bits_per_byte(loss),
-          "perplexity": float(math.exp(loss)), "position_loss": position}
+          "perplexity": float(math.exp(loss)), "position_loss": position,
+          "block_bytes": block, "block_bits_per_byte": block_bits.tolist()}
 
 
 def not_representable(context: int, span: int, reason: str, *, stride: int = 0) -> Record:
@@ -225,7 +250,8 @@ def not_representable(context: int, span: int, reason: str, *, stride: int = 0) 
   nan = float("nan")
   return {"context": int(context), "mode": "sliding" if stride else "nonoverlapping",
           "stride": int(stride), "eval_bytes": int(span), "num_windows": 0, "loss": nan,
-          "bits_per_byte": nan, "perplexity": nan, "position_loss": None, "error": reason}
+          "bits_per_byte": nan, "perplexity": nan, "position_loss": None,
+          "block_bytes": None, "block_bits_per_byte": None, "error": reason}
 
 
 def evaluate_contexts(model, params, dataset: lm.LMDataset, *, split: str = "test",
@@ -262,7 +288,8 @@ def evaluate_contexts(model, params, dataset: lm.LMDataset, *, split: str = "tes
       if stride and stride > context:
         continue
       record = context_record(loss_fn, ids, context, span,
-                              rows=rows_per_pass(model, context, budget_mib), stride=stride)
+                              rows=rows_per_pass(model, context, budget_mib), stride=stride,
+                              block=contexts[-1])
       records.append({**record, "error": None})
   return records
 

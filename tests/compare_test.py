@@ -64,3 +64,46 @@ def test_runs_with_different_seeds_are_paired_on_the_seeds_both_have():
   na = [{**r, "error": "too long", "exact_match": float("nan")} if r["seed"] == 1 else r
         for r in three]
   assert compare.shared_seeds(five, na) == [0, 2] and compare.compare(five, na).n_seeds == 2
+
+
+def _lm(name, blocks_by_seed, multiple=2, manifest="cpython-3.11", mode="nonoverlapping"):
+  return [{"run": name, "scheme": "alibi", "seed": seed, "mode": mode, "context": 8 * multiple,
+           "multiple": float(multiple), "train_length": 8, "eval_bytes": 32 * len(blocks),
+           "block_bytes": 32, "manifest": {"corpus": manifest}, "error": None,
+           "bits_per_byte": float(np.mean(blocks)), "block_bits_per_byte": list(blocks)}
+          for seed, blocks in enumerate(blocks_by_seed)]
+
+
+def test_language_models_compare_bits_per_byte_paired_by_seed_and_block():
+  # B is A plus a per-block shift shared by the seeds: paired by block, the difference
+  # is exact; A's own spread across blocks and seeds does not enter it.
+  a_blocks = [[1.0, 2.0, 3.0, 4.0], [1.5, 2.5, 2.0, 3.5], [0.9, 2.2, 3.1, 3.8]]
+  shift = np.array([0.1, 0.2, 0.1, 0.2])
+  a = _lm("a", a_blocks)
+  b = _lm("b", [list(np.array(blocks) + shift) for blocks in a_blocks])
+  got = compare.compare(a, b)  # default column: 2×L
+  assert got.mean == pytest.approx(-0.15) and got.n_seeds == 3
+  assert got.hi < 0 and got.p < 0.05
+  assert got.hi - got.lo < 0.2  # the blocks' 1-3 bits of spread cancel in the pairs
+  # An unbounded metric: a difference beyond 1 bit is not clipped.
+  far = compare.compare(_lm("c", [[5.0, 6.0, 5.5, 6.5]] * 3), a)
+  assert far.mean > 1 and far.hi > 1
+  with pytest.raises(ValueError, match="unknown column '4×L'"):
+    compare.compare(a, b, "4×L")
+  with pytest.raises(ValueError, match="not scored on the same"):
+    compare.compare(a, _lm("d", a_blocks, manifest="cpython-3.12"))
+  with pytest.raises(ValueError, match="language model and the other is not"):
+    compare.compare(a, _run("e", [0.5, 0.5, 0.5]))
+
+
+def test_passkey_runs_compare_their_accuracy_over_every_depth():
+  def passkey(name, correct_by_seed):
+    return [{"run": name, "scheme": "alibi", "seed": seed, "context": 16, "multiple": 2.0,
+             "depth": depth, "train_length": 8, "accuracy": c / 4, "num_examples": 4,
+             "error": None}
+            for seed, per_depth in enumerate(correct_by_seed)
+            for depth, c in zip((0.0, 1.0), per_depth)]
+  a, b = passkey("a", [(4, 4), (4, 3), (3, 4)]), passkey("b", [(1, 0), (0, 1), (1, 1)])
+  got = compare.compare(a, b, "2×L")
+  assert got.mean == pytest.approx(np.mean([8 / 8 - 1 / 8, 7 / 8 - 1 / 8, 7 / 8 - 2 / 8]))
+  assert got.lo > 0 and -1 <= got.lo <= got.hi <= 1

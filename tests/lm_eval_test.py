@@ -14,6 +14,7 @@ from relpos_jax import lm_eval
 from relpos_jax import positions
 from relpos_jax.data import lm
 from relpos_jax.experiments import lm_report
+from relpos_jax.experiments import stats
 from relpos_jax.data.vocab import NUM_SPECIAL, PAD_ID
 
 import cli_harness  # pytest puts tests/ on the path
@@ -128,6 +129,25 @@ def test_rows_per_pass_follows_the_attention_budget():
   assert lm_eval.rows_per_pass(model, 16, budget_mib=1e6) == lm_eval.MAX_IDS_PER_PASS // 16
 
 
+def test_every_context_and_mode_is_scored_on_the_same_test_blocks():
+  # A stub whose loss at an id is the id's value: a block's mean depends only on which
+  # bytes it holds, so equal blocks at every C and in both modes mean the same bytes.
+  def stub(windows_BxC):
+    return windows_BxC.astype(np.float32)
+  ids = np.arange(64)
+  want = (np.arange(4) * 16 + 7.5) / math.log(2)  # blocks of 16: ids 16b..16b+15
+  for C, stride in ((4, 0), (8, 0), (16, 0), (8, 2), (16, 4)):
+    record = lm_eval.context_record(stub, ids, C, 64, rows=3, stride=stride, block=16)
+    assert record["block_bytes"] == 16, (C, stride)
+    npt.assert_allclose(record["block_bits_per_byte"], want, err_msg=f"C={C} S={stride}")
+    npt.assert_allclose(np.mean(record["block_bits_per_byte"]), record["bits_per_byte"])
+  with pytest.raises(ValueError, match="blocks of 24"):
+    lm_eval.context_record(stub, ids, 8, 64, rows=3, block=24)
+  model, params = _model()
+  records = lm_eval.evaluate_contexts(model, params, _dataset(), contexts=[4, 8], num_bytes=40)
+  assert [(r["block_bytes"], len(r["block_bits_per_byte"])) for r in records] == [(8, 5)] * 2
+
+
 def test_report_files_and_interval(tmp_path):
   rows = []
   for seed, bpb in enumerate([1.0, 1.2, 1.4]):
@@ -136,12 +156,23 @@ def test_report_files_and_interval(tmp_path):
                    "train_length": 4, "seed": seed, "bits_per_byte": bpb, "perplexity": 2.0,
                    "eval_bytes": 64, "stride": 0, "error": None,
                    "position_loss": [bpb] * C})
-  mean, half = lm_report.mean_ci([1.0, 1.2, 1.4])
-  npt.assert_allclose(mean, 1.2)
-  npt.assert_allclose(half, 4.302653 * 0.2 / math.sqrt(3), rtol=1e-5)  # t_{.975, 2}
+  # Without test blocks the interval is the seeds' alone: the t interval of 3 seed means
+  # (the bootstrap's standard error, so equal within its resampling noise).
+  got = lm_report.bpb_interval(rows[::2])
+  npt.assert_allclose(got.mean, 1.2)
+  npt.assert_allclose(got.hi - got.mean, 4.302653 * 0.2 / math.sqrt(3), rtol=0.05)  # t_{.975, 2}
   paths = lm_report.write_report(rows, str(tmp_path))
   assert all(os.path.getsize(p) > 0 for p in paths.values())
-  assert "| a | 1.200 ± 0.497 | 1.200 ± 0.497 |" in open(paths["tables"]).read()
+  cell = stats.format_interval(got, digits=3)
+  assert f"| a | {cell} | {cell} |" in open(paths["tables"]).read()
+  # Blocks bring the test text's noise in: seeds that agree exactly still leave the
+  # finite text's uncertainty.
+  same = [{**r, "bits_per_byte": 1.2, "block_bits_per_byte": [0.9, 1.5, 1.0, 1.4]}
+          for r in rows[::2]]
+  alone = lm_report.bpb_interval([{**r, "block_bits_per_byte": None} for r in same])
+  blocked = lm_report.bpb_interval(same)
+  npt.assert_allclose([alone.lo, alone.hi, blocked.mean], [1.2, 1.2, 1.2])
+  assert blocked.lo < 1.1 and blocked.hi > 1.3
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -106,8 +107,9 @@ def test_stored_lm_records_render_as_a_partly_filled_table(tmp_path):
   text = results.render(str(tmp_path / "results"))
   section = text[text.index("## lm_context\n"):]
   assert ": 2 of 3 runs stored (the table is incomplete)." in section
-  half = lm_report.mean_ci([2.0, 3.0])[1]
-  assert f"| learned | 2.500 ± {half:.3f} | n/a |" in section
+  # Records without test blocks: the interval is the seeds' spread alone.
+  want = stats.mean_interval([np.array([2.0]), np.array([3.0])], bounds=(0.0, np.inf))
+  assert f"| learned | {stats.format_interval(want, digits=3)} | n/a |" in section
   assert "| alibi+passkey | 0.75 [" in section and "`results/lm_context/passkey_heatmap.png`" in section
   assert text == results.render(str(tmp_path / "results"))  # the same bytes every time
   for name in [*lm_report.REPORT_FILES.values(), *lm_report.PASSKEY_FILES.values()]:
@@ -137,6 +139,8 @@ def test_a_smoke_table_is_stored_run_by_run_skipped_and_rendered(tmp_path, monke
   for r in learned:  # a learned table of L + 1 rows: n/a beyond L, never clamped
     assert (r["error"] is None) == (r["context"] == L)
     assert (r["bits_per_byte"] is None) == (r["context"] > L)
+    if r["error"] is None:  # the stored test blocks: the interval's eval examples
+      npt.assert_allclose(np.mean(r["block_bits_per_byte"]), r["bits_per_byte"])
   passkey = records_lib.read_jsonl(str(table / "records" / "alibi+passkey.jsonl"))
   assert len(passkey) == 2 * 3 * 5 and {r["replica"] for r in passkey} == {0, 1}
   assert {r["run"] for r in passkey} == {"alibi+passkey"}
@@ -163,7 +167,8 @@ def test_a_smoke_table_is_stored_run_by_run_skipped_and_rendered(tmp_path, monke
   for run in ("learned", "learned@length_scaled"):
     row = next(line for line in bpb.splitlines() if line.startswith(f"| {run} |"))
     cells = [c.strip() for c in row.strip("|").split("|")][1:]
-    assert " ± " in cells[0] and cells[1:] == ["n/a", "n/a"], row
+    assert re.fullmatch(r"\d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\]", cells[0]), row
+    assert cells[1:] == ["n/a", "n/a"], row
   pk = (table / "passkey.md").read_text()
   assert "### Passkey accuracy, alibi+passkey (" in pk
   assert "### Passkey accuracy, alibi+passkey@length_scaled (" in pk

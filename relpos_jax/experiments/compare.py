@@ -13,16 +13,26 @@ more seeds than the other, seeds added to it, is compared on the shared ones, an
 the output says so) and, when
 both runs' records list per-example outcomes (`exact_counts`), over the same eval
 examples (`stats.paired_difference`).
+
+Language-model runs (results/lm_context) compare on an eval context instead:
+
+  python -m relpos_jax.compare results/lm_context alibi results/lm_context rope --column 4×L
+
+bits per byte paired by seed and by test block (the same bytes in both runs: the
+corpus manifest, span and blocks must match), the interval unbounded; passkey runs
+(`<scheme>+passkey`) compare their accuracy over every key depth at that context.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Sequence
 
 from absl import app
 from absl import flags
 
+from relpos_jax.experiments import lm_report
 from relpos_jax.experiments import main_table
 from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import results
@@ -63,20 +73,28 @@ def run_records(table_dir: str, run: str) -> list[Record]:
 
 
 def compare(records_a: Sequence[Record], records_b: Sequence[Record],
-            column: str = main_table.POOLED_2X) -> stats.Interval:
+            column: str | None = None) -> stats.Interval:
   """A minus B on `column` over their shared seeds (and shared examples where listed).
 
   Args:
     records_a, records_b: the two runs' records.
-    column: a main-table column (`COLUMNS`).
+    column: a main-table column (`COLUMNS`; default pooled (L, 2L]) or, for
+      language-model runs, an eval context (`lm_report.columns`: '2×L' (default),
+      '4×L sliding'; passkey: accuracy over every depth at that context).
 
   Returns:
     The difference's `stats.Interval` (with p).
 
   Raises:
     ValueError: the column covers different lengths for the two runs (different
-      grids or training lengths: not comparable), or no shared seed.
+      grids or training lengths: not comparable), language-model runs scored on
+      different text or objectives, one LM run and one not, or no shared seed.
   """
+  column = column or default_column(records_a)
+  if lm_report.is_lm_records(records_a) != lm_report.is_lm_records(records_b):
+    raise ValueError("one run is a language model and the other is not: not comparable")
+  if lm_report.is_lm_records(records_a):
+    return _compare_lm(records_a, records_b, column)
   lengths = column_lengths(records_a, column)
   if lengths != column_lengths(records_b, column):
     raise ValueError(f"{column} covers lengths {lengths} in run A but "
@@ -91,28 +109,59 @@ def compare(records_a: Sequence[Record], records_b: Sequence[Record],
   return stats.paired_difference(a_S, b_S, paired_examples=paired)
 
 
+def _compare_lm(records_a: Sequence[Record], records_b: Sequence[Record],
+                column: str) -> stats.Interval:
+  """`compare` for language-model runs: bits per byte paired by seed and test block,
+  passkey accuracy paired by seed (its records keep counts, not examples)."""
+  if lm_report.eval_set(records_a) != lm_report.eval_set(records_b):
+    raise ValueError("the two runs were not scored on the same objective, corpus, test "
+                     "bytes and blocks: not comparable")
+  a, b = (lm_report.column_samples(recs, column) for recs in (records_a, records_b))
+  seeds = [s for s in a if s in b]
+  if not seeds:
+    raise ValueError(f"the two runs share no seed with values on {column}")
+  a_S, b_S = [a[s] for s in seeds], [b[s] for s in seeds]
+  if "accuracy" in records_a[0]:
+    return stats.paired_difference(a_S, b_S, paired_examples=False)
+  paired = all(x.shape == y.shape and x.size > 1 for x, y in zip(a_S, b_S))
+  return stats.paired_difference(a_S, b_S, paired_examples=paired,
+                                 bounds=(-math.inf, math.inf))
+
+
+def default_column(records: Sequence[Record]) -> str:
+  """Pooled (L, 2L] for the seq2seq tables, 2×L for language-model runs."""
+  return (lm_report.column_name(2.0) if lm_report.is_lm_records(records)
+          else main_table.POOLED_2X)
+
+
 def shared_seeds(records_a: Sequence[Record], records_b: Sequence[Record],
-                 column: str = main_table.POOLED_2X) -> list[int]:
+                 column: str | None = None) -> list[int]:
   """The seeds both runs have values for on `column` (ascending): those a comparison pairs.
 
   A run with more seeds than the other (seeds added to one of them) is compared on
   the other's seeds only; a seed with no value on the column (not representable
   there) in either run is left out.
   """
-  a, b = (main_table.samples_by_seed(recs, column_lengths(recs, column))
-          for recs in (records_a, records_b))
+  column = column or default_column(records_a)
+  if lm_report.is_lm_records(records_a):
+    a, b = (lm_report.column_samples(recs, column) for recs in (records_a, records_b))
+  else:
+    a, b = (main_table.samples_by_seed(recs, column_lengths(recs, column))
+            for recs in (records_a, records_b))
   return sorted(set(a) & set(b))
 
 
-def describe(interval: stats.Interval) -> str:
+def describe(interval: stats.Interval, digits: int = 2) -> str:
   """The sentence fragment: the difference, interval, p, and whether it is distinguishable."""
   verdict = ("distinguishable" if interval.excludes_zero()
              else f"not distinguishable with {interval.n_seeds} seeds")
-  return f"{stats.format_difference(interval)} ({verdict})"
+  return f"{stats.format_difference(interval, digits)} ({verdict})"
 
 
-_COLUMN = flags.DEFINE_string("column", main_table.POOLED_2X,
-                              f"The main-table column to compare: {', '.join(COLUMNS)}.")
+_COLUMN = flags.DEFINE_string(
+    "column", None, f"The main-table column to compare: {', '.join(COLUMNS)} (default "
+    f"{main_table.POOLED_2X}); for language-model runs an eval context, e.g. 4×L or "
+    "'4×L sliding' (default 2×L).")
 
 
 def main(argv: Sequence[str]) -> None:
@@ -121,13 +170,20 @@ def main(argv: Sequence[str]) -> None:
                          "[--column COLUMN]")
   table_a, run_a, table_b, run_b = argv[1:]
   a, b = run_records(table_a, run_a), run_records(table_b, run_b)
-  interval = compare(a, b, _COLUMN.value)
+  column = _COLUMN.value or default_column(a)
+  interval = compare(a, b, column)
   name = lambda table, run: f"{os.path.basename(os.path.normpath(table))}/{run}"
-  print(f"{name(table_a, run_a)} − {name(table_b, run_b)}, {_COLUMN.value}: "
-        f"{describe(interval)}{seeds_note(a, b, _COLUMN.value)}")
+  print(f"{name(table_a, run_a)} − {name(table_b, run_b)}, {column}: "
+        f"{describe(interval, digits=3 if _is_bits(a) else 2)}{seeds_note(a, b, column)}")
 
 
-def seeds_note(records_a: Sequence[Record], records_b: Sequence[Record], column: str) -> str:
+def _is_bits(records: Sequence[Record]) -> bool:
+  """Whether records are bits per byte (three decimals), not a rate."""
+  return lm_report.is_lm_records(records) and "accuracy" not in records[0]
+
+
+def seeds_note(records_a: Sequence[Record], records_b: Sequence[Record],
+               column: str | None = None) -> str:
   """`" (seeds 0–2 of A's 5 and B's 3)"` when a run has seeds the pairing leaves out; else ""."""
   seeds = shared_seeds(records_a, records_b, column)
   counts = [tables.num_seeds(recs) for recs in (records_a, records_b)]

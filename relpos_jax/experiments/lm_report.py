@@ -2,10 +2,11 @@
 
 `write_report(records, out_dir)` writes `REPORT_FILES`: the records (JSON lines,
 NaN as null, as `records_lib.write_jsonl`), a markdown table of bits per byte by
-eval context (one row per run, one column per multiple of L; mean over seeds
-± the half-width of a 95% t-interval when there are 2 or more seeds: every seed
-and row is scored on the same test bytes, so the interval is the seeds'; "n/a"
-where the scheme cannot encode the context), the same as CSV, bits per byte
+eval context (one row per run, one column per multiple of L; mean over seeds with
+its 95% interval over seeds and test blocks, `bpb_interval`: every seed, row and
+context is scored on the same test bytes, cut into blocks of the longest context
+that are the interval's eval examples; "n/a" where the scheme cannot encode the
+context), the same as CSV, bits per byte
 against context (log-2 axis, one line per run) and the loss by position within
 the longest window (one line per run, seeds averaged).
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import json
 import math
 import os
 from typing import Any, Sequence
@@ -63,16 +65,22 @@ def any_markdown(records: Sequence[Record]) -> str:
           + (passkey_markdown(passkey) if passkey else ""))
 
 
-def mean_ci(values: Sequence[float]) -> tuple[float, float]:
-  """(mean, half-width of the 95% Student-t interval), NaN half-width for one value.
+def bpb_samples(group: Sequence[Record]) -> dict[Any, np.ndarray]:
+  """Seed -> its per-block bits per byte (the eval "examples"), for the scored records.
 
-  half-width = t_{0.975, n-1} * s / sqrt(n), s the sample standard deviation (ddof=1).
+  A record without blocks (written before they were stored) contributes its one
+  value, so its interval holds the seeds' spread only.
   """
-  from scipy import stats  # pylint: disable=g-import-not-at-top (only when reporting)
-  x = np.asarray(values, np.float64)
-  if len(x) < 2:
-    return float(x.mean()) if len(x) else float("nan"), float("nan")
-  return float(x.mean()), float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+  return {r.get("seed"): np.asarray(r.get("block_bits_per_byte") or [r["bits_per_byte"]],
+                                    np.float64)
+          for r in group if not r.get("error")}
+
+
+def bpb_interval(group: Sequence[Record]) -> stats.Interval | None:
+  """Mean bits per byte over seeds and its 95% interval over seeds and test blocks
+  (`stats.mean_interval`, unbounded above); None when no seed was scored."""
+  samples = list(bpb_samples(group).values())
+  return stats.mean_interval(samples, bounds=(0.0, math.inf)) if samples else None
 
 
 def _groups(records: Sequence[Record]) -> dict[tuple[str, str, int], list[Record]]:
@@ -83,29 +91,78 @@ def _groups(records: Sequence[Record]) -> dict[tuple[str, str, int], list[Record
   return out
 
 
+# ------------------------------------------------------------ comparisons
+
+SLIDING = " sliding"
+
+
+def column_name(multiple: float, mode: str = "nonoverlapping") -> str:
+  """A comparison column: '4×L' (non-overlapping windows, or passkey) or '4×L sliding'."""
+  return f"{multiple:g}×L" + (SLIDING if mode == "sliding" else "")
+
+
+def columns(records: Sequence[Record]) -> list[str]:
+  """The columns `column_samples` accepts for these records, in table order."""
+  keys = sorted({(r.get("mode", "nonoverlapping") != "nonoverlapping", float(r["multiple"]))
+                 for r in records})
+  return [column_name(m, "sliding" if sliding else "nonoverlapping") for sliding, m in keys]
+
+
+def column_samples(records: Sequence[Record], column: str) -> dict[Any, np.ndarray]:
+  """Seed -> its eval examples' values on one column (`columns`): bits per byte of each
+  test block, or (passkey) each example's 0/1 outcome over every key depth.
+
+  Raises:
+    ValueError: a column these records do not have.
+  """
+  if column not in columns(records):
+    raise ValueError(f"unknown column {column!r}; these records have: "
+                     f"{', '.join(columns(records))}")
+  mine = [r for r in records
+          if column_name(float(r["multiple"]), r.get("mode", "nonoverlapping")) == column]
+  if "accuracy" in mine[0]:
+    by_seed: dict[Any, list[Record]] = collections.OrderedDict()
+    for r in mine:
+      by_seed.setdefault(r.get("seed"), []).append(r)
+    return {seed: sample for seed, group in by_seed.items()
+            for sample in _passkey_samples(group)}
+  return bpb_samples(mine)
+
+
+def eval_set(records: Sequence[Record]) -> tuple[Any, ...]:
+  """What a paired comparison needs equal in both runs: objective, corpus, test bytes, blocks."""
+  first = records[0]
+  return ("accuracy" in first, json.dumps(first.get("manifest"), sort_keys=True),
+          first.get("eval_bytes"), first.get("block_bytes"))
+
+
 def summary_rows(records: Sequence[Record]) -> list[dict[str, Any]]:
-  """One row per (run, mode, context): seeds, mean bits per byte, its 95% half-width, error."""
+  """One row per (run, mode, context): seeds, mean bits per byte, its 95% interval, error."""
   rows = []
+  nan = float("nan")
   for (run, mode, context), group in _groups(records).items():
     errors = [r.get("error") for r in group if r.get("error")]
-    good = [r["bits_per_byte"] for r in group if not r.get("error")]
-    mean, half = mean_ci(good) if good else (float("nan"), float("nan"))
+    good = [r for r in group if not r.get("error")]
+    interval = bpb_interval(group)
     rows.append({"run": run, "scheme": group[0].get("scheme"), "mode": mode,
                  "context": context, "multiple": context / group[0]["train_length"],
-                 "num_seeds": len(good), "bits_per_byte": mean, "ci95": half,
-                 "perplexity": float(np.mean([r["perplexity"] for r in group
-                                              if not r.get("error")])) if good else float("nan"),
+                 "num_seeds": len(good),
+                 "bits_per_byte": interval.mean if interval else nan,
+                 "ci95_low": interval.lo if interval else nan,
+                 "ci95_high": interval.hi if interval else nan,
+                 "perplexity": float(np.mean([r["perplexity"] for r in good])) if good else nan,
                  "error": errors[0] if errors else None})
   return rows
 
 
 def _cell(row: dict[str, Any]) -> str:
-  """'1.234 ± 0.010', '1.234' (one seed) or 'n/a'."""
+  """'1.234 [1.200, 1.268]', '1.234' (nothing to spread over) or 'n/a'."""
   if row["error"] and not row["num_seeds"]:
     return NA
-  if math.isnan(row["ci95"]):
+  if row["ci95_low"] == row["ci95_high"]:
     return f"{row['bits_per_byte']:.3f}"
-  return f"{row['bits_per_byte']:.3f} ± {row['ci95']:.3f}"
+  return stats.format_interval(stats.Interval(row["bits_per_byte"], row["ci95_low"],
+                                              row["ci95_high"], row["num_seeds"]), digits=3)
 
 
 def markdown(records: Sequence[Record]) -> str:
@@ -121,8 +178,8 @@ def markdown(records: Sequence[Record]) -> str:
         f"sliding windows (each scores its last {stride} bytes)"
     span = next(r["eval_bytes"] for r in records if r["mode"] == mode)
     out.append(f"### Bits per byte by eval context, {title}\n\n"
-               f"Same {span:,} test bytes at every context; mean over seeds ± 95% interval "
-               "half-width; n/a: the scheme cannot encode that context.\n")
+               f"Same {span:,} test bytes at every context; mean over seeds [95% interval over "
+               "seeds and test blocks]; n/a: the scheme cannot encode that context.\n")
     out.append("| run | " + " | ".join(f"{m:g}×L" for m in multiples) + " |")
     out.append("|---|" + "---|" * len(multiples))
     by_key = {(r["run"], r["multiple"]): r for r in mine}
@@ -156,10 +213,9 @@ def bpb_vs_context(records: Sequence[Record], path: str) -> str:
     y = np.array([r["bits_per_byte"] for r in mine])
     style = _style(run, mine[0]["scheme"], rows)
     ax.plot(x, y, label=run, **{"marker": "o", **style})
-    half = np.array([r["ci95"] for r in mine])
-    if np.isfinite(half).any():
-      ax.fill_between(x, y - np.nan_to_num(half), y + np.nan_to_num(half), alpha=0.15,
-                      color=style.get("color"))
+    lo, hi = (np.array([r[k] for r in mine]) for k in ("ci95_low", "ci95_high"))
+    if (hi > lo).any():
+      ax.fill_between(x, lo, hi, alpha=0.15, color=style.get("color"))
   train = {r["train_length"] for r in records}
   for length in train:
     ax.axvline(length, color="gray", linestyle=":", linewidth=1)

@@ -174,7 +174,8 @@ def _examples_only(values: np.ndarray, confidence: float, n_resamples: int, seed
 
 def paired_difference(a_S: Sequence[np.ndarray], b_S: Sequence[np.ndarray], *,
                       paired_examples: bool, confidence: float = CONFIDENCE,
-                      n_resamples: int = N_RESAMPLES, seed: int = RESAMPLING_SEED) -> Interval:
+                      n_resamples: int = N_RESAMPLES, seed: int = RESAMPLING_SEED,
+                      bounds: tuple[float, float] = (-1.0, 1.0)) -> Interval:
   """Run A minus run B over matching seeds: the difference, its interval and p.
 
   Args:
@@ -184,6 +185,8 @@ def paired_difference(a_S: Sequence[np.ndarray], b_S: Sequence[np.ndarray], *,
       order (then examples are resampled jointly: their per-example differences);
       else each run's examples are resampled on their own (counts-only records).
     confidence, n_resamples, seed: as for `mean_interval`.
+    bounds: the difference's range (the interval is clipped to it): (−1, 1) for
+      rates; (−inf, inf) for an unbounded metric such as bits per byte.
 
   Returns:
     The difference's `Interval`, with `p` (None with one seed).
@@ -204,17 +207,17 @@ def paired_difference(a_S: Sequence[np.ndarray], b_S: Sequence[np.ndarray], *,
       raise ValueError("paired examples: each seed needs the same examples in both runs")
     diffs_S = [a - b for a, b in zip(a_S, b_S)]
     if n == 1:
-      return _examples_only(diffs_S[0], confidence, n_resamples, seed, (-1.0, 1.0))
+      return _examples_only(diffs_S[0], confidence, n_resamples, seed, bounds)
     boot_R = _bootstrap_means(diffs_S, n_resamples, rng)
   else:
     if n == 1:
       boot_R = _resampled_means(a_S[0], n_resamples, rng) - _resampled_means(b_S[0],
                                                                            n_resamples, rng)
       low, high = np.quantile(boot_R, [(1 - confidence) / 2, (1 + confidence) / 2])
-      return Interval(mean, max(float(low), -1.0), min(float(high), 1.0), 1)
+      return Interval(mean, max(float(low), bounds[0]), min(float(high), bounds[1]), 1)
     boot_R = _bootstrap_means(a_S, n_resamples, rng, subtract_S=b_S)
   seed_diffs_S = np.array([a.mean() - b.mean() for a, b in zip(a_S, b_S)])
-  return _t_interval(mean, boot_R, seed_diffs_S, confidence, (-1.0, 1.0))
+  return _t_interval(mean, boot_R, seed_diffs_S, confidence, bounds)
 
 
 def format_interval(interval: Interval | None, digits: int = 2) -> str:
