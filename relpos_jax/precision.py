@@ -61,7 +61,8 @@ def _auto() -> tuple[str, str]:
   """The dtype `auto` stands for on this process's backend, and why (logged once)."""
   fast, reason = bf16_dots_fast()
   name = "bfloat16" if fast else "float32"
-  logging.info("model.dtype=auto -> %s: %s", name, reason)
+  logging.info("model.dtype 'auto' means %s on this machine (a run with another dtype set "
+               "keeps it): %s", name, reason)
   return name, reason
 
 
