@@ -28,7 +28,9 @@ their stored run infos hold no training curves. One key differs from kazemnejad.
 `eval_every` = `checkpoint_every` (1,000, not 6,000), for a validation curve at every
 checkpoint. The periodic eval changes no training step (data is a function of seed and
 step, dropout is off), so the f32 arm is kazemnejad's runs trained again (its records
-differ from the stored ones only by what the code changed since); and since a sweep
+differ from the stored ones by what the code changed since and by the machine: on another
+CPU XLA's float32 reductions differ, so a re-run is equal within its intervals, not bit
+for bit; results/precision/notes.md); and since a sweep
 copies only runs whose configs are identical, the sweep's reuse does not copy
 kazemnejad's records into this table (copies would lack the curves).
 
@@ -37,7 +39,7 @@ training steps each (NoPE 3,447, T5 3,154, ALiBi 2,642 s; results/kazemnejad/run
 about 2.6 h for the f32 arm; on the Intel machine with AMX a bf16 train step at this
 size took 0.75x the f32 one (`make bench`, 2026-12-06 03:26; 0.70x since 05:44; on a
 CPU without AMX it was not measured at this size), so about 2 h for the bf16 arm there;
-about 4.5-5 h in all, plus evaluation
+about 4.5-5 h in all (the stored runs: 4.7 h of training steps, 2026-12-06), plus evaluation
 (kazemnejad's took 42-57 s per run; the periodic eval here adds six validations of 512
 examples and six evaluations at length 40 per seed, not timed). `--sweep_shard i/n` and
 `--split_seeds` split it as for any table. Arguments: those of configs/default.py
