@@ -48,6 +48,7 @@ def test_the_sweep_is_every_scheme_as_an_lm_then_as_a_passkey_model():
   module = sweep_spec.load_module(CONFIG)
   full = module.get_config()
   assert (full.num_seeds, full.data.train_length) == (3, 128)
+  assert full.model.dtype == "bfloat16" and {c.model.dtype for c in runs.values()} == {"bfloat16"}
   assert module.get_config("num_seeds=1").num_seeds == 1
   with pytest.raises(ValueError, match="trains both objectives"):
     module.get_config("objective=passkey")

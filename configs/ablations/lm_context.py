@@ -30,6 +30,12 @@ they leave unchanged; `get_eval_variants`), for both objectives:
 - every scheme: length-scaled attention (`@length_scaled`, logits x log n / log L;
   Chiang & Cholak 2022).
 
+Precision: bfloat16 matmul operands (float32 parameters, softmax, norms and losses),
+named rather than `auto` so that every run of the table is bf16 on every machine; the
+bf16 calibration (results/precision, 2026-12-06) put every bf16 value inside its float32
+interval. A bf16 step took about 0.70x the float32 one at this size on the Intel machine
+with AMX (benchmarks/RESULTS.md); the run times below were estimated in float32.
+
 Size (configs/lm.py): 4 layers, d_model 128, 4 heads x 32, d_ff 512, 1,500 steps of
 32 windows (passkey: examples) of 128 bytes, AdamW lr 1e-3 (150 warmup steps,
 cosine), 3 seeds trained together, every 500 steps a checkpoint scored on 16,384
@@ -95,6 +101,7 @@ from relpos_jax import config_args
 from relpos_jax import positions
 
 ROPE_SCALINGS = ("pi", "dynamic_ntk", "yarn")
+DTYPE = "bfloat16"  # calibrated: results/precision (bf16 in every f32 interval)
 LONGEST_MULTIPLE = 16
 
 
@@ -110,6 +117,8 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
   if "num_seeds" not in given:
     arg = f"num_seeds=3,{arg or ''}"
   config = _LM.get_config(arg)
+  # Named, not "auto" (which resolves per machine): the table must not mix precisions.
+  config.model.dtype = DTYPE
   if args["smoke"]:
     L = _LM.PASSKEY_SMOKE_LENGTH
     config.data.train_length = L
