@@ -19,6 +19,7 @@ def _fake_stdlib(root, count=200):
     (root / excluded).mkdir(parents=True, exist_ok=True)
     (root / excluded / "excluded_mod.py").write_text("EXCLUDED = True\n")
   (root / "notes.txt").write_text("not python\n")
+  (root / "_sysconfigdata__linux_x86_64-linux-gnu.py").write_text("build_time_vars = {}  # excluded\n")
   return root
 
 

@@ -5,7 +5,8 @@ Task names (the `data.task` of a run):
 * `lm:cpython` - the `*.py` files of the Python standard library of the running
   interpreter (`sysconfig.get_paths()["stdlib"]`), minus every file under a
   `test/`, `tests/`, `site-packages/`, `dist-packages/` or `__pycache__/`
-  folder (~800 files, ~12.6 MB on Python 3.11.7): real code present on every
+  folder and the build-generated `_sysconfigdata*.py` (~800 files, ~12.6 MB on
+  Python 3.11.7): real code present on every
   machine, like the GitHub subsets KERPLE and others evaluate on;
 * `lm:tfds:<name>` - any TFDS text dataset prepared in a local data_dir (lm1b,
   pg19, wiki40b/en, ...), read with `tfds.data_source` (no download); the text
@@ -57,6 +58,10 @@ SPLITS = ("train", "validation", "test")
 # Upper edges of the path-hash intervals of train and validation; the rest is test.
 SPLIT_EDGES = (0.90, 0.95)
 EXCLUDED_DIRS = frozenset({"test", "tests", "site-packages", "dist-packages", "__pycache__"})
+# Written by the interpreter's build, not source: a dict of one machine's compiler flags
+# and paths (37 KB on 3.11.7, the first file of the test split), which differs between
+# builds and would dominate the test bytes with text that is not Python code.
+EXCLUDED_FILE_PREFIXES = ("_sysconfigdata",)
 # First words of this module's numpy seeds: tasks.py uses 0-1, pipeline.py 2-5.
 _TRAIN_STREAM = 6
 PASSKEY_STREAM = 7  # relpos_jax/data/passkey.py
@@ -126,7 +131,7 @@ def make_manifest(source: str, documents: Mapping[str, Sequence[bytes]],
 
 
 def cpython_files(root: str | os.PathLike | None = None) -> list[tuple[str, pathlib.Path]]:
-  """The stdlib's `*.py` files outside EXCLUDED_DIRS, as (POSIX relative path, path), sorted.
+  """The stdlib's `*.py` files outside EXCLUDED_DIRS and not build-generated, as (POSIX path, path), sorted.
 
   Args:
     root: the stdlib folder (default: the running interpreter's, from sysconfig).
@@ -137,7 +142,8 @@ def cpython_files(root: str | os.PathLike | None = None) -> list[tuple[str, path
   files = []
   for path in root.rglob("*.py"):
     rel = path.relative_to(root)
-    if not EXCLUDED_DIRS & set(rel.parts[:-1]) and path.is_file():
+    if (not EXCLUDED_DIRS & set(rel.parts[:-1]) and not rel.name.startswith(EXCLUDED_FILE_PREFIXES)
+        and path.is_file()):
       files.append((rel.as_posix(), path))
   return sorted(files)
 
