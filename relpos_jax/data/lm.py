@@ -131,10 +131,13 @@ def make_manifest(source: str, documents: Mapping[str, Sequence[bytes]],
 
 
 def cpython_files(root: str | os.PathLike | None = None) -> list[tuple[str, pathlib.Path]]:
-  """The stdlib's `*.py` files outside EXCLUDED_DIRS and not build-generated, as (POSIX path, path), sorted.
+  """The stdlib's `*.py` files outside EXCLUDED_DIRS and EXCLUDED_FILE_PREFIXES.
 
   Args:
     root: the stdlib folder (default: the running interpreter's, from sysconfig).
+
+  Returns:
+    (POSIX relative path, path) pairs, sorted.
   """
   root = pathlib.Path(root or sysconfig.get_paths()["stdlib"])
   if not root.is_dir():
