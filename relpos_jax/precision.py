@@ -66,8 +66,28 @@ def _auto() -> tuple[str, str]:
   return name, reason
 
 
+@functools.lru_cache(maxsize=None)
+def _warn_named_bf16() -> str | None:
+  """Warns once when a config names bfloat16 where bf16 dots are not fast; the warning."""
+  fast, reason = bf16_dots_fast()
+  if fast:
+    return None
+  # A table names its dtype (it must not mix precisions across machines), so a bf16
+  # table trained here is right but slow: say so before hours of training, not after.
+  message = ("model.dtype is 'bfloat16' but this machine has no fast bf16 matmuls (%s): "
+             "the run computes in bf16 as configured, more slowly than float32 would; "
+             "train bf16 tables on a machine with AMX or an accelerator" % reason)
+  logging.warning(message)
+  return message
+
+
 def resolve(name: str) -> str:
-  """`name` with "auto" replaced by the dtype it stands for here (others unchanged)."""
+  """`name` with "auto" replaced by the dtype it stands for here (others unchanged).
+
+  A named "bfloat16" is kept, with a one-time warning where bf16 dots are slow.
+  """
+  if name == "bfloat16":
+    _warn_named_bf16()
   return _auto()[0] if name == "auto" else name
 
 

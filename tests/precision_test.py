@@ -373,6 +373,22 @@ def test_auto_follows_the_capability_check(monkeypatch, fresh_auto, fast, want):
   assert kv == {jnp.dtype(want)}  # the model really computes in the chosen dtype
 
 
+@pytest.mark.parametrize("fast", [False, True])
+def test_named_bf16_warns_once_only_where_it_is_slow(monkeypatch, fast):
+  monkeypatch.setattr(precision, "bf16_dots_fast", lambda: (fast, "forced by the test"))
+  precision._warn_named_bf16.cache_clear()
+  try:
+    assert model_lib.compute_dtype("bfloat16") == jnp.bfloat16  # kept as configured
+    warning = precision._warn_named_bf16()
+    if fast:
+      assert warning is None
+    else:
+      assert "forced by the test" in warning and "more slowly than float32" in warning
+    assert model_lib.compute_dtype("float32") == jnp.float32
+  finally:
+    precision._warn_named_bf16.cache_clear()
+
+
 def test_bf16_is_fast_only_with_amx_or_an_accelerator():
   avx512 = frozenset({"avx512f", "avx512_bf16"})
   assert not precision.bf16_dots_fast("cpu", avx512)[0]

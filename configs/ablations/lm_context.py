@@ -34,7 +34,11 @@ Precision: bfloat16 matmul operands (float32 parameters, softmax, norms and loss
 named rather than `auto` so that every run of the table is bf16 on every machine; the
 bf16 calibration (results/precision, 2026-12-06) put every bf16 value inside its float32
 interval. A bf16 step took about 0.70x the float32 one at this size on the Intel machine
-with AMX (benchmarks/RESULTS.md); the run times below were estimated in float32.
+with AMX (benchmarks/RESULTS.md), and the stored NoPE run trained its 3 seeds in 21 min
+there; the other run times below were estimated in float32. On a CPU without AMX (an
+AMD EPYC, say) XLA:CPU has no native bf16 dots, so a run is slower than float32 would
+be there (not measured); train.py then warns (relpos_jax/precision.py). Train this
+table on a machine with AMX or an accelerator.
 
 Size (configs/lm.py): 4 layers, d_model 128, 4 heads x 32, d_ff 512, 1,500 steps of
 32 windows (passkey: examples) of 128 bytes, AdamW lr 1e-3 (150 warmup steps,
