@@ -96,6 +96,21 @@ def test_language_models_compare_bits_per_byte_paired_by_seed_and_block():
     compare.compare(a, _run("e", [0.5, 0.5, 0.5]))
 
 
+def test_a_language_model_compares_two_of_its_own_contexts_block_by_block():
+  # 1×L and 2×L score the same blocks; 2×L is each block 0.3 bits worse.
+  at_1 = [[1.0, 2.0, 3.0, 4.0], [1.5, 2.5, 2.0, 3.5], [0.9, 2.2, 3.1, 3.8]]
+  run = _lm("a", at_1, multiple=1) + _lm("a", [list(np.add(b, 0.3)) for b in at_1])
+  got = compare.compare(run, run, "2×L", "1×L")
+  assert got.mean == pytest.approx(0.3) and got.n_seeds == 3 and got.lo > 0
+  assert compare.compare(run, run, "2×L").mean == pytest.approx(0.0)  # column_b defaults
+  assert compare.shared_seeds(run, run, "2×L", "1×L") == [0, 1, 2]
+  with pytest.raises(ValueError, match="unknown column '8×L'"):
+    compare.compare(run, run, "2×L", "8×L")
+  seq2seq = _run("b", [0.5, 0.6, 0.7])
+  with pytest.raises(ValueError, match="only language-model runs"):
+    compare.compare(seq2seq, seq2seq, "2×", "1.5×")
+
+
 def test_passkey_runs_compare_their_accuracy_over_every_depth():
   def passkey(name, correct_by_seed):
     return [{"run": name, "scheme": "alibi", "seed": seed, "context": 16, "multiple": 2.0,

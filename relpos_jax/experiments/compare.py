@@ -21,6 +21,12 @@ Language-model runs (results/lm_context) compare on an eval context instead:
 bits per byte paired by seed and by test block (the same bytes in both runs: the
 corpus manifest, span and blocks must match), the interval unbounded; passkey runs
 (`<scheme>+passkey`) compare their accuracy over every key depth at that context.
+Every eval context scores the same test bytes in the same blocks, so `--column_b`
+compares run A at one context with run B at another, e.g. how much a run loses
+from L to 2L (A and B the same run):
+
+  python -m relpos_jax.compare results/lm_context none results/lm_context none \
+      --column 2×L --column_b 1×L
 """
 
 from __future__ import annotations
@@ -73,7 +79,7 @@ def run_records(table_dir: str, run: str) -> list[Record]:
 
 
 def compare(records_a: Sequence[Record], records_b: Sequence[Record],
-            column: str | None = None) -> stats.Interval:
+            column: str | None = None, column_b: str | None = None) -> stats.Interval:
   """A minus B on `column` over their shared seeds (and shared examples where listed).
 
   Args:
@@ -81,6 +87,8 @@ def compare(records_a: Sequence[Record], records_b: Sequence[Record],
     column: a main-table column (`COLUMNS`; default pooled (L, 2L]) or, for
       language-model runs, an eval context (`lm_report.columns`: '2×L' (default),
       '4×L sliding'; passkey: accuracy over every depth at that context).
+    column_b: B's column when it differs from A's (language-model runs only, whose
+      contexts all score the same test blocks); default `column`.
 
   Returns:
     The difference's `stats.Interval` (with p).
@@ -88,13 +96,20 @@ def compare(records_a: Sequence[Record], records_b: Sequence[Record],
   Raises:
     ValueError: the column covers different lengths for the two runs (different
       grids or training lengths: not comparable), language-model runs scored on
-      different text or objectives, one LM run and one not, or no shared seed.
+      different text or objectives, one LM run and one not, no shared seed, or
+      a `column_b` other than `column` for runs that are not language models.
   """
   column = column or default_column(records_a)
+  column_b = column_b or column
   if lm_report.is_lm_records(records_a) != lm_report.is_lm_records(records_b):
     raise ValueError("one run is a language model and the other is not: not comparable")
   if lm_report.is_lm_records(records_a):
-    return _compare_lm(records_a, records_b, column)
+    return _compare_lm(records_a, records_b, column, column_b)
+  if column_b != column:
+    # Two columns of a seq2seq table score different examples: no pairing by example.
+    raise ValueError(f"--column_b {column_b!r} differs from --column {column!r}: only "
+                     "language-model runs, whose contexts score the same bytes, compare "
+                     "two columns")
   lengths = column_lengths(records_a, column)
   if lengths != column_lengths(records_b, column):
     raise ValueError(f"{column} covers lengths {lengths} in run A but "
@@ -110,16 +125,18 @@ def compare(records_a: Sequence[Record], records_b: Sequence[Record],
 
 
 def _compare_lm(records_a: Sequence[Record], records_b: Sequence[Record],
-                column: str) -> stats.Interval:
+                column: str, column_b: str) -> stats.Interval:
   """`compare` for language-model runs: bits per byte paired by seed and test block,
   passkey accuracy paired by seed (its records keep counts, not examples)."""
   if lm_report.eval_set(records_a) != lm_report.eval_set(records_b):
     raise ValueError("the two runs were not scored on the same objective, corpus, test "
                      "bytes and blocks: not comparable")
-  a, b = (lm_report.column_samples(recs, column) for recs in (records_a, records_b))
+  a = lm_report.column_samples(records_a, column)
+  b = lm_report.column_samples(records_b, column_b)
   seeds = [s for s in a if s in b]
   if not seeds:
-    raise ValueError(f"the two runs share no seed with values on {column}")
+    raise ValueError(f"the two runs share no seed with values on {column}"
+                     + (f" and {column_b}" if column_b != column else ""))
   a_S, b_S = [a[s] for s in seeds], [b[s] for s in seeds]
   if "accuracy" in records_a[0]:
     return stats.paired_difference(a_S, b_S, paired_examples=False)
@@ -135,7 +152,7 @@ def default_column(records: Sequence[Record]) -> str:
 
 
 def shared_seeds(records_a: Sequence[Record], records_b: Sequence[Record],
-                 column: str | None = None) -> list[int]:
+                 column: str | None = None, column_b: str | None = None) -> list[int]:
   """The seeds both runs have values for on `column` (ascending): those a comparison pairs.
 
   A run with more seeds than the other (seeds added to one of them) is compared on
@@ -144,7 +161,8 @@ def shared_seeds(records_a: Sequence[Record], records_b: Sequence[Record],
   """
   column = column or default_column(records_a)
   if lm_report.is_lm_records(records_a):
-    a, b = (lm_report.column_samples(recs, column) for recs in (records_a, records_b))
+    a = lm_report.column_samples(records_a, column)
+    b = lm_report.column_samples(records_b, column_b or column)
   else:
     a, b = (main_table.samples_by_seed(recs, column_lengths(recs, column))
             for recs in (records_a, records_b))
@@ -162,19 +180,26 @@ _COLUMN = flags.DEFINE_string(
     "column", None, f"The main-table column to compare: {', '.join(COLUMNS)} (default "
     f"{main_table.POOLED_2X}); for language-model runs an eval context, e.g. 4×L or "
     "'4×L sliding' (default 2×L).")
+_COLUMN_B = flags.DEFINE_string(
+    "column_b", None, "Run B's column when it differs from run A's (language-model runs "
+    "only: every eval context scores the same test bytes), e.g. --column 2×L --column_b "
+    "1×L with A and B the same run: what it loses from L to 2L. Default: --column.")
 
 
 def main(argv: Sequence[str]) -> None:
   if len(argv) != 5:
     raise app.UsageError("usage: python -m relpos_jax.compare TABLE_A RUN_A TABLE_B RUN_B "
-                         "[--column COLUMN]")
+                         "[--column COLUMN] [--column_b COLUMN]")
   table_a, run_a, table_b, run_b = argv[1:]
   a, b = run_records(table_a, run_a), run_records(table_b, run_b)
   column = _COLUMN.value or default_column(a)
-  interval = compare(a, b, column)
+  column_b = _COLUMN_B.value or column
+  interval = compare(a, b, column, column_b)
   name = lambda table, run: f"{os.path.basename(os.path.normpath(table))}/{run}"
-  print(f"{name(table_a, run_a)} − {name(table_b, run_b)}, {column}: "
-        f"{describe(interval, digits=3 if _is_bits(a) else 2)}{seeds_note(a, b, column)}")
+  where = column if column_b == column else f"{column} − {column_b}"
+  print(f"{name(table_a, run_a)} − {name(table_b, run_b)}, {where}: "
+        f"{describe(interval, digits=3 if _is_bits(a) else 2)}"
+        f"{seeds_note(a, b, column, column_b)}")
 
 
 def _is_bits(records: Sequence[Record]) -> bool:
@@ -183,9 +208,9 @@ def _is_bits(records: Sequence[Record]) -> bool:
 
 
 def seeds_note(records_a: Sequence[Record], records_b: Sequence[Record],
-               column: str | None = None) -> str:
+               column: str | None = None, column_b: str | None = None) -> str:
   """`" (seeds 0–2 of A's 5 and B's 3)"` when a run has seeds the pairing leaves out; else ""."""
-  seeds = shared_seeds(records_a, records_b, column)
+  seeds = shared_seeds(records_a, records_b, column, column_b)
   counts = [tables.num_seeds(recs) for recs in (records_a, records_b)]
   if all(n == len(seeds) for n in counts):
     return ""
