@@ -21,7 +21,9 @@ stored are skipped, so a table can be completed a few runs at a time, and a run
 that another table beside it stored with an identical config is copied from there
 instead of trained again (`--noreuse` trains it). `--split_seeds` (with
 --results_dir) trains each run one seed at a time and stores each seed's records
-as it finishes, for runs longer than a working session (relpos_jax/sweep.py).
+as it finishes, for runs longer than a working session (relpos_jax/sweep.py);
+`--seeds_per_part 2` trains two consecutive seeds together in each part instead
+(cheaper than two alone on a CPU).
 `--config.num_seeds=N` (with --results_dir) gives a run stored with fewer seeds
 its missing ones, trained one at a time and appended (docs/evaluation.md, "More
 seeds for a stored run").
@@ -66,6 +68,7 @@ _REUSE = flags.DEFINE_bool(
     "reuse", True, "With --results_dir: copy a run that another table beside it (results/*) "
     "stored with an identical config instead of training it again.")
 _SPLIT_SEEDS = sweep_spec.define_split_seeds_flag()
+_SEEDS_PER_PART = sweep_spec.define_seeds_per_part_flag()
 _ALLOW_DIRTY = sweep_spec.define_allow_dirty_flag()
 _SHARD = sweep_spec.define_shard_flag()
 _MULTIHOST = distributed.define_flag()
@@ -92,7 +95,9 @@ def _train(config_file: str, is_sweep: bool) -> None:
     records = sweep.run_sweep(config_file, _WORKDIR.value, base_config=_CONFIG.value,
                               only=_RUNS.value, shard=_SHARD.value, command_line=overrides,
                               results_dir=_RESULTS_DIR.value, reuse=_REUSE.value,
-                              split_seeds=_SPLIT_SEEDS.value, allow_dirty=_ALLOW_DIRTY.value)
+                              split_seeds=_SPLIT_SEEDS.value,
+                              seeds_per_part=_SEEDS_PER_PART.value,
+                              allow_dirty=_ALLOW_DIRTY.value)
     if records and lm_report.is_lm_records(records):
       print(lm_report.any_markdown(records))
     elif records:

@@ -274,6 +274,13 @@ def test_provenance_is_per_seed_in_the_run_info():
       "no training provenance recorded for some seeds"]
   merged = {"config": {"num_seeds": 2}, "seed_parts": [{"provenance": clean}] * 2}
   assert main_table.provenance_problems(records, merged) == []
+  # A part of two seeds trained together covers both: no seed lacks provenance.
+  grouped = {"config": {"num_seeds": 3}, "seed_parts": [
+      {"seed": 0, "provenance": clean}, {"seed": 1, "num_seeds": 2, "provenance": clean}]}
+  assert main_table.provenance_problems(records, grouped) == []
+  grouped["seed_parts"][1]["num_seeds"] = 1  # seed 2 then comes from nowhere
+  assert main_table.provenance_problems(records, grouped) == [
+      "no training provenance recorded for some seeds"]
 
 
 @pytest.mark.slow  # trains four smoke runs
@@ -313,3 +320,25 @@ def test_an_added_seed_is_the_seed_a_vmapped_run_would_have_trained(tmp_path):
   _, together = workdir_lib.load_params(vmapped_dir, workdir_lib.load_config(vmapped_dir), model)
   for x, y in zip(jax.tree_util.tree_leaves(alone), jax.tree_util.tree_leaves(together)):
     np.testing.assert_allclose(np.asarray(x)[0], np.asarray(y)[2], atol=1e-5)
+
+
+@pytest.mark.slow  # trains three smoke runs
+def test_a_part_of_two_seeds_gives_the_records_the_seeds_trained_together_give(tmp_path):
+  smoke = str(REPO / "configs/ablations/schemes.py") + ":smoke,num_seeds=3"
+  parts, whole = tmp_path / "results" / "parts", tmp_path / "results" / "whole"
+  sweep.run_sweep(smoke, str(tmp_path / "parts"), only=["t5+copy"], results_dir=str(parts),
+                  reuse=False, split_seeds=True, seeds_per_part=2)
+  assert {"t5+copy.seeds0-1", "t5+copy.seed2"} <= set(os.listdir(tmp_path / "parts"))
+  assert "t5+copy.seed0" not in os.listdir(tmp_path / "parts")
+  sweep.run_sweep(smoke, str(tmp_path / "whole"), only=["t5+copy"], results_dir=str(whole),
+                  reuse=False)
+  split = records_lib.read_jsonl(str(parts / "records" / "t5+copy.jsonl"))
+  vmapped = records_lib.read_jsonl(str(whole / "records" / "t5+copy.jsonl"))
+  assert sorted((r["seed"], r["replica"], r["length"]) for r in split) == sorted(
+      (r["seed"], r["replica"], r["length"]) for r in vmapped)
+  key = lambda r: (r["seed"], r["length"])
+  for a, b in zip(sorted(split, key=key), sorted(vmapped, key=key)):
+    assert a["step"] == b["step"]
+    for k in ("exact_match", "token_accuracy", "valid_exact_match"):
+      assert a[k] == b[k], (a["seed"], a["length"], k)
+    np.testing.assert_allclose(a["loss"], b["loss"], rtol=1e-4)

@@ -226,7 +226,9 @@ def _fake_results_eval(monkeypatch):
     name = (names[0] + ("@random_positions" if random_positions else "")
             + (f"@{variant}" if variant else ""))
     evaluated.append((name, list(overrides)))
-    records = [{"run": name, "seed": 0, "length": 30, "exact_match": 0.5}]
+    config = json.loads(pathlib.Path(workdirs[0], "config.json").read_text())
+    records = [{"run": name, "seed": config["seed"] + k, "length": 30, "exact_match": 0.5}
+               for k in range(config["num_seeds"])]  # one per replica, as eval writes
     on_run(name, workdirs[0], records, 1.0)
     return records
 
@@ -343,6 +345,61 @@ def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, mo
   assert trained == [] and evaluated == []
 
 
+def test_seeds_per_part_trains_consecutive_missing_seeds_together(tmp_path, monkeypatch):
+  trained, _ = _fake_training(monkeypatch)
+  evaluated = _fake_results_eval(monkeypatch)
+  config = str(REPO / "configs/ablations/extrapolation_methods.py") + ":smoke,num_seeds=3,steps=2"
+  table = tmp_path / "results" / "extrapolation_methods"
+  labels = ["", "@pi", "@dynamic_ntk", "@yarn"]
+  # Seed 0 trained alone first (an earlier session), then the rest two at a time.
+  sweep.run_sweep(config, str(tmp_path / "runs"), results_dir=str(table), only=["rope+copy"],
+                  split_seeds=True, seeds_per_part=1)
+  assert trained == ["rope+copy.seed0", "rope+copy.seed1", "rope+copy.seed2"]
+  for k in (1, 2):  # forget seeds 1 and 2: as if only seed 0 had been stored
+    for label in labels:
+      (table / "parts" / "records" / f"rope+copy.seed{k}{label}.jsonl").unlink()
+      (table / "parts" / "runs" / f"rope+copy.seed{k}{label}.json").unlink()
+  for name in os.listdir(table / "records"):
+    (table / "records" / name).unlink()
+  assert sweep.store.stored_parts(str(table)) == {"rope+copy": ([0], [0, 1, 2])}
+  trained.clear()
+  evaluated.clear()
+  records = sweep.run_sweep(config, str(tmp_path / "runs"), results_dir=str(table),
+                            only=["rope+copy"], split_seeds=True, seeds_per_part=2)
+  assert trained == ["rope+copy.seeds1-2"]
+  saved = json.loads((tmp_path / "runs" / "rope+copy.seeds1-2" / "config.json").read_text())
+  assert (saved["seed"], saved["num_seeds"]) == (1, 2)
+  assert [n for n, _ in evaluated] == ["rope+copy.seeds1-2" + label for label in labels]
+  assert sweep.store.stored_parts(str(table)) == {"rope+copy": ([0, 1, 2], [0, 1, 2])}
+  assert sorted({r["run"] for r in records}) == sorted("rope+copy" + label for label in labels)
+  for label in labels:
+    rows = sweep.results.records_lib.read_jsonl(str(table / "records" / f"rope+copy{label}.jsonl"))
+    assert [(r["seed"], r["replica"]) for r in rows] == [(k, k) for k in range(3)]
+    info = json.loads((table / "runs" / f"rope+copy{label}.json").read_text())
+    assert (info["config"]["seed"], info["config"]["num_seeds"]) == (0, 3)
+    assert [(p["run"], p["seed"], p.get("num_seeds", 1)) for p in info["seed_parts"]] == [
+        (f"rope+copy.seed0{label}", 0, 1), (f"rope+copy.seeds1-2{label}", 1, 2)]
+
+  # A seed stored in two parts is refused, not merged twice.
+  shutil.copy(table / "parts" / "runs" / "rope+copy.seed0.json",
+              table / "parts" / "runs" / "rope+copy.seed1.json")
+  info = json.loads((table / "parts" / "runs" / "rope+copy.seed1.json").read_text())
+  info["run"], info["config"]["seed"] = "rope+copy.seed1", 1
+  (table / "parts" / "runs" / "rope+copy.seed1.json").write_text(json.dumps(info))
+  for label in labels:
+    shutil.copy(table / "parts" / "records" / f"rope+copy.seed0{label}.jsonl",
+                table / "parts" / "records" / f"rope+copy.seed1{label}.jsonl")
+  with pytest.raises(ValueError, match="seed 1 of rope.copy is stored in two parts"):
+    sweep.store.stored_part_of_seeds(str(table), "rope+copy")
+
+
+def test_part_groups_cut_consecutive_seeds():
+  assert sweep._part_groups([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]
+  assert sweep._part_groups([0, 2, 3], 3) == [[0], [2, 3]]
+  assert sweep._part_groups([4, 5], 1) == [[4], [5]]
+  assert sweep._part_groups([], 2) == []
+
+
 def test_seed_parts_are_the_runs_replicas_and_need_a_results_dir(tmp_path):
   base, overrides = sweep_spec.load_sweep(SCHEMES_SMOKE.replace("num_seeds=1", "num_seeds=3"))
   name, config = sweep_spec.expand(base, overrides)[0]
@@ -352,8 +409,12 @@ def test_seed_parts_are_the_runs_replicas_and_need_a_results_dir(tmp_path):
   assert (config.seed, config.num_seeds) == (5, 3)  # the run's config is untouched
   rest = lambda c: {k: v for k, v in c.to_dict().items() if k not in ("seed", "num_seeds")}
   assert rest(parts[2]) == rest(config)
-  with pytest.raises(ValueError, match="part 3 of a run of 3 seeds"):
+  with pytest.raises(ValueError, match=r"part of seeds 3..3 of a run of 3 seeds"):
     sweep.seed_part_config(config, 3)
+  pair = sweep.seed_part_config(config, 1, 2)
+  assert (pair.seed, pair.num_seeds) == (6, 2) and rest(pair) == rest(config)
+  with pytest.raises(ValueError, match=r"part of seeds 2..3 of a run of 3 seeds"):
+    sweep.seed_part_config(config, 2, 2)
   with pytest.raises(ValueError, match="give it a results_dir"):
     sweep.run_sweep(SCHEMES_SMOKE, str(tmp_path), only=[name], split_seeds=True)
   assert not os.listdir(tmp_path)

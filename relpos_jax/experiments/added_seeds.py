@@ -125,23 +125,24 @@ def append_parts(table_dir: str, run: str, config: dict[str, Any], variants: Seq
   """
   seeds = store.run_seeds(config)[first:]
   source = store.parts_dir(table_dir)
-  if not all(store.has_records(source, store.part_name(run, s), config, variants) for s in seeds):
+  parts = store.parts_of_seeds(table_dir, run, seeds, config, variants)
+  if parts is None:
     return None
-  part_infos = store.check_parts(table_dir, run, config, seeds)
+  part_infos = store.check_parts(table_dir, run, config, parts)
   randomized = randomized_lib.validation_sampler(config.get("randomized")) is not None
   plan = []
   for name in store.record_names(run, config, variants):
     suffix = name[len(run):]  # "", "@random_positions", "@<label>"
-    added = [{**r, "run": name, "replica": seed - int(config["seed"])} for seed in seeds
-             for r in records_lib.read_jsonl(
-                 store.record_path(source, store.part_name(run, seed) + suffix))]
+    added = [{**r, "run": name, "replica": int(r["seed"]) - int(config["seed"])}
+             for part in parts
+             for r in records_lib.read_jsonl(store.record_path(source, part + suffix))]
     problem = _protocol_difference(
         records_lib.read_jsonl(store.record_path(table_dir, name)), added, randomized)
     if problem:
       raise ValueError(f"{name}: {problem}; seeds {seeds} not appended (their records stay "
                        f"in {source})")
     infos = part_infos if not suffix else [
-        store.read_run_info(source, store.part_name(run, s) + suffix) for s in seeds]
+        store.read_run_info(source, part + suffix) for part in parts]
     plan.append((name, added, infos))
   appended = []
   for name, added, infos in reversed(plan):  # the run's own info last: it says "stored"

@@ -171,7 +171,8 @@ def provenance_problems(records: Sequence[Record], run_info: Mapping[str, Any] |
     # Seeds trained alone carry their own provenance; the others were trained together,
     # under the config's (a run stored with n seeds and given more keeps it for those n).
     trained = [p.get("provenance") for p in parts]
-    if len(parts) < int(config.get("num_seeds") or 0) or not parts:
+    if (sum(int(p.get("num_seeds", 1)) for p in parts) < int(config.get("num_seeds") or 0)
+        or not parts):
       trained.append(config.get("provenance"))
     if not all(trained):
       problems.append("no training provenance recorded" if not any(trained)

@@ -289,9 +289,12 @@ def write_run_info(table_dir: str, run: str, info: dict[str, Any]) -> None:
 PARTS_DIR = "parts"
 
 
-def part_name(run: str, seed: int) -> str:
-  """The name a run's single-seed part is stored under: `<run>.seed<seed>`."""
-  return f"{run}.seed{seed}"
+def part_name(run: str, seed: int, num_seeds: int = 1) -> str:
+  """The name a run's part is stored under: `<run>.seed<seed>` for one seed,
+  `<run>.seeds<first>-<last>` for seeds trained together in one part."""
+  if num_seeds == 1:
+    return f"{run}.seed{seed}"
+  return f"{run}.seeds{seed}-{seed + num_seeds - 1}"
 
 
 def parts_dir(table_dir: str) -> str:
@@ -311,20 +314,70 @@ def stored_parts(table_dir: str) -> dict[str, tuple[list[int], list[int]]]:
   Returns:
     Runs with at least one stored part (merged runs included), seeds ascending.
   """
-  directory = os.path.join(parts_dir(table_dir), "runs")
   found: dict[str, tuple[list[int], list[int]]] = {}
+  for info in _part_infos(table_dir):
+    done, seeds = found.setdefault(info["part_of"], ([], []))
+    done.extend(run_seeds(info["config"]))
+    if len(info["seeds_of_run"]) > len(seeds):  # seeds added to a run: its parts' largest
+      seeds[:] = sorted(info["seeds_of_run"])
+  return {run: (sorted(set(done)), seeds) for run, (done, seeds) in found.items()}
+
+
+def _part_infos(table_dir: str, run: str | None = None) -> list[dict[str, Any]]:
+  """The run infos of the parts (of `run`, or of every run) whose records are all stored."""
+  directory = os.path.join(parts_dir(table_dir), "runs")
+  infos = []
   for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
     with open(os.path.join(directory, name)) as f:
       info = json.load(f)
-    run, seed = info.get("part_of"), info["config"]["seed"]
-    if (run and info["run"] == part_name(run, seed)
+    of, seeds = info.get("part_of"), run_seeds(info["config"])
+    if (of and (run is None or of == run) and info["run"] == part_name(of, seeds[0], len(seeds))
         and has_records(parts_dir(table_dir), info["run"], info["config"],
                         info.get("part_variants", ()))):
-      done, seeds = found.setdefault(run, ([], []))
-      done.append(int(seed))
-      if len(info["seeds_of_run"]) > len(seeds):  # seeds added to a run: its parts' largest
-        seeds[:] = sorted(info["seeds_of_run"])
-  return {run: (sorted(done), seeds) for run, (done, seeds) in found.items()}
+      infos.append(info)
+  return infos
+
+
+def stored_part_of_seeds(table_dir: str, run: str, config: dict[str, Any] | None = None,
+                         variants: Sequence[str] = ()) -> dict[int, str]:
+  """Seed -> the name of the stored part of `run` that holds it (a part holds one seed,
+  or several trained together); with `config`, only parts holding every record that
+  config and `variants` name.
+
+  Raises:
+    ValueError: two stored parts hold the same seed (one of them must go).
+  """
+  found: dict[int, str] = {}
+  for info in _part_infos(table_dir, run):
+    if config is not None and not has_records(parts_dir(table_dir), info["run"], config,
+                                              variants):
+      continue
+    for seed in run_seeds(info["config"]):
+      if seed in found:
+        raise ValueError(f"seed {seed} of {run} is stored in two parts in "
+                         f"{parts_dir(table_dir)}, {found[seed]} and {info['run']}: delete "
+                         "one's records and runs files")
+      found[seed] = info["run"]
+  return found
+
+
+def parts_of_seeds(table_dir: str, run: str, seeds: Sequence[int], config: dict[str, Any],
+                   variants: Sequence[str] = ()) -> list[str] | None:
+  """The stored parts that hold exactly `seeds` of `run` (with every record `config` and
+  `variants` name), in seed order; None while a seed has no such part.
+
+  Raises:
+    ValueError: a seed is stored twice, or a part also holds a seed outside `seeds`.
+  """
+  found = stored_part_of_seeds(table_dir, run, config, variants)
+  if not all(seed in found for seed in seeds):
+    return None
+  parts = list(dict.fromkeys(found[seed] for seed in seeds))
+  outside = sorted(s for s, part in found.items() if part in parts and s not in seeds)
+  if outside:
+    raise ValueError(f"{run}'s parts in {parts_dir(table_dir)} also hold seeds {outside}, "
+                     f"not among the seeds {list(seeds)} being stored")
+  return parts
 
 
 def part_info(run: str, config: dict[str, Any], variants: Sequence[str] = ()) -> dict[str, Any]:
@@ -342,15 +395,17 @@ _PART_PROVENANCE = ("provenance", "provenance_earlier")  # each part's own: in s
 
 def merge_parts(table_dir: str, run: str, config: dict[str, Any],
                 variants: Sequence[str] = ()) -> list[Record] | None:
-  """Stores a run from its single-seed parts once every seed's are stored.
+  """Stores a run from its parts (of one seed each, or of several trained together) once
+  every seed's are stored.
 
-  Part k (seed `config.seed + k`) becomes replica k: its records are the run's
-  records for that seed, as if the seeds had been trained together
+  Seed `config.seed + k`, in whichever part, becomes replica k: its records are the
+  run's records for that seed, as if the seeds had been trained together
   (train_lib_test checks replica k of a run equals the single run of its seed to
   float rounding). `runs/<run>.json` holds the run's config (the parts' own, with
   `seed` and `num_seeds` of the run), the summed training and eval time,
-  `seed_parts`: each part's name, seed, times and training provenance, and the
-  parts' training curves as one (`curves.merge`; left out if a part has none).
+  `seed_parts`: each part's name, first seed (and `num_seeds` where it holds
+  several), times and training provenance, and the parts' training curves as one
+  (`curves.merge`; left out if a part has none).
 
   Args:
     table_dir: `results/<table>`.
@@ -367,17 +422,16 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
   seeds = run_seeds(config)
   source = parts_dir(table_dir)
   names = record_names(run, config, variants)
-  if not all(has_records(source, part_name(run, seed), config, variants) for seed in seeds):
+  parts = parts_of_seeds(table_dir, run, seeds, config, variants)
+  if parts is None:
     return None
-  part_infos = check_parts(table_dir, run, config, seeds)
+  part_infos = check_parts(table_dir, run, config, parts)
   merged = []
   for name in names:
     suffix = name[len(run):]  # "", "@random_positions", "@<label>"
-    records = [{**r, "run": name, "replica": replica}
-               for replica, seed in enumerate(seeds)
-               for r in records_lib.read_jsonl(record_path(source, part_name(run, seed) + suffix))]
-    infos = part_infos if not suffix else [read_run_info(source, part_name(run, seed) + suffix)
-                                           for seed in seeds]
+    records = [{**r, "run": name, "replica": seeds.index(int(r["seed"]))}
+               for part in parts for r in records_lib.read_jsonl(record_path(source, part + suffix))]
+    infos = part_infos if not suffix else [read_run_info(source, part + suffix) for part in parts]
     run_config = {k: v for k, v in infos[0]["config"].items() if k not in _PART_PROVENANCE}
     run_config.update(seed=seeds[0], num_seeds=len(seeds))
     info = {"run": name, "config": run_config,
@@ -396,27 +450,31 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
 
 
 def check_parts(table_dir: str, run: str, config: dict[str, Any],
-                seeds: Sequence[int]) -> list[dict[str, Any]]:
-  """The run infos of a run's stored parts of `seeds`, each checked to be that run's.
+                parts: Sequence[str]) -> list[dict[str, Any]]:
+  """The run infos of a run's stored `parts` (names), each checked to be that run's.
 
   Raises:
-    ValueError: a part was trained with another config than the run's (but its seed).
+    ValueError: a part was trained with another config than the run's (but its seeds).
   """
   source = parts_dir(table_dir)
   wanted = run_identity(config)
-  part_infos = [read_run_info(source, part_name(run, seed)) for seed in seeds]
-  for seed, part in zip(seeds, part_infos):
+  part_infos = [read_run_info(source, part) for part in parts]
+  for name, part in zip(parts, part_infos):
     if run_identity({**part["config"], "seed": config["seed"],
                      "num_seeds": config["num_seeds"]}) != wanted:
-      raise ValueError(f"{part_name(run, seed)} in {source} was trained with another config "
+      raise ValueError(f"{name} in {source} was trained with another config "
                        f"than {run}'s (the sweep changed since?): delete its records and runs "
                        "files there to train it again")
   return part_infos
 
 
 def part_entry(info: dict[str, Any]) -> dict[str, Any]:
-  """A part's entry in its run's `seed_parts`: name, seed, times, machine, training provenance."""
+  """A part's entry in its run's `seed_parts`: name, first seed (and `num_seeds` where it
+  holds several), times, machine, training provenance."""
+  num_seeds = int(info["config"].get("num_seeds", 1))
   return {"run": info["run"], "seed": info["config"]["seed"],
+          **({"num_seeds": num_seeds} if num_seeds > 1 else {}),
           "train_seconds": info.get("train_seconds"), "eval_seconds": info.get("eval_seconds"),
           "machine": info["machine"],
           **{k: info["config"][k] for k in _PART_PROVENANCE if k in info["config"]}}
+

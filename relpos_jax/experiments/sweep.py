@@ -146,7 +146,8 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
               run_eval: bool = True, lengths: Sequence[int] | None = None,
               batch_size: int | None = None, out_dir: str | None = None,
               results_dir: str | None = None, reuse: bool = True,
-              split_seeds: bool = False, allow_dirty: bool = False,
+              split_seeds: bool = False, seeds_per_part: int = 1,
+              allow_dirty: bool = False,
               command_line: Mapping[str, Any] | None = None) -> list[dict]:
   """Trains the runs of a sweep into `sweep_dir/<run>`, then evaluates them.
 
@@ -182,6 +183,8 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
       `results_dir`): each seed's records are stored as soon as it is trained
       (`store.parts_dir`) and merged into the run's once all are, so a run
       longer than a working session can be completed over several.
+    seeds_per_part: with `split_seeds`, and for seeds added to a stored run, the
+      most consecutive seeds one part trains together (vmapped; default 1).
     command_line: `--config.KEY=VALUE` overrides, applied to every run after
       the sweep's own (see `apply_command_line`).
     allow_dirty: store records even from a working tree with uncommitted
@@ -245,7 +248,7 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
         records += _train_parts(sweep_dir, name, run_config, label, results_dir,
                                 variants.get(name, {}), run_eval=run_eval, lengths=lengths,
                                 batch_size=batch_size, allow_dirty=allow_dirty,
-                                first=missing[0])
+                                first=missing[0], seeds_per_part=seeds_per_part)
       else:
         logging.info("%s: records stored in %s, skipping", label, results_dir)
       continue
@@ -258,7 +261,8 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     if split_seeds:
       records += _train_parts(sweep_dir, name, run_config, label, results_dir,
                               variants.get(name, {}), run_eval=run_eval, lengths=lengths,
-                              batch_size=batch_size, allow_dirty=allow_dirty)
+                              batch_size=batch_size, allow_dirty=allow_dirty,
+                              seeds_per_part=seeds_per_part)
       continue
     workdir = os.path.join(sweep_dir, name)
     start = time.perf_counter()
@@ -292,37 +296,63 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
                                 names=[n for n, _ in runs])
 
 
-def seed_part_config(config: ml_collections.ConfigDict, k: int) -> ml_collections.ConfigDict:
-  """Part k of a run trained one seed at a time: the run with only its replica k.
+def seed_part_config(config: ml_collections.ConfigDict, k: int,
+                     num_seeds: int = 1) -> ml_collections.ConfigDict:
+  """The part of a run that holds its replicas k..k+num_seeds−1 (one seed by default).
 
   Replica k of a run (seed `config.seed + k`: its own init, dropout and data
-  order) is the single-seed run of that seed, computed alone instead of in a
-  vmapped step with the others (train_lib_test checks they agree to float
-  rounding); alone it takes about 1/num_seeds of the run's time on a CPU.
+  order) is the single-seed run of that seed, computed alone or in a vmapped step
+  with fewer seeds instead of with all of them (train_lib_test checks they agree to
+  float rounding). Alone, a seed does not always take 1/num_seeds of the run's time
+  on a CPU: seed 0 of extrapolation_methods' fire+add_index_hints+randomized trains
+  at ~0.9 steps/s on 2 AMD EPYC cores (~110 min), its 3 seeds vmapped took 176 min
+  (a step of a small model leaves cores idle that vmapped seeds fill), hence parts of
+  several seeds (`--seeds_per_part`).
   """
-  if not 0 <= k < config.num_seeds:
-    raise ValueError(f"part {k} of a run of {config.num_seeds} seeds")
+  if not (0 <= k and num_seeds >= 1 and k + num_seeds <= config.num_seeds):
+    raise ValueError(f"part of seeds {k}..{k + num_seeds - 1} of a run of "
+                     f"{config.num_seeds} seeds")
   part = copy.deepcopy(config)
-  part.seed, part.num_seeds = config.seed + k, 1
+  part.seed, part.num_seeds = config.seed + k, num_seeds
   return part
+
+
+def _part_groups(missing: Sequence[int], seeds_per_part: int) -> list[list[int]]:
+  """Consecutive runs of the missing seeds, cut into groups of at most `seeds_per_part`."""
+  groups: list[list[int]] = []
+  for seed in missing:
+    if groups and groups[-1][-1] == seed - 1 and len(groups[-1]) < seeds_per_part:
+      groups[-1].append(seed)
+    else:
+      groups.append([seed])
+  return groups
 
 
 def _train_parts(sweep_dir: str, name: str, config: ml_collections.ConfigDict, label: str,
                  results_dir: str, variants: Mapping[str, Sequence[str]], *, run_eval: bool,
-                 first: int = 0, **options) -> list[dict]:
-  """Trains a run's missing seed parts from replica `first` on; stores the run once all are."""
+                 first: int = 0, seeds_per_part: int = 1, **options) -> list[dict]:
+  """Trains a run's missing seeds from replica `first` on, in parts of up to
+  `seeds_per_part` consecutive seeds; stores the run once every seed is."""
   parts_dir = store.parts_dir(results_dir)
   config_data = workdir_lib.config_json(config)
   records: list[dict] = []
-  for k in range(first, config.num_seeds):
-    part_config = seed_part_config(config, k)
-    part = store.part_name(name, part_config.seed)
-    if store.has_records(parts_dir, part, config_data, list(variants)):
-      logging.info("%s: seed %d stored in %s, skipping", label, part_config.seed, parts_dir)
-      continue
+  seeds = [config.seed + k for k in range(first, config.num_seeds)]
+  with errors.user_errors():  # a seed stored twice: one line, nothing trained
+    stored = store.stored_part_of_seeds(results_dir, name, config_data, list(variants))
+  for seed in seeds:
+    if seed in stored:
+      logging.info("%s: seed %d stored in %s (%s), skipping", label, seed, parts_dir,
+                   stored[seed])
+  for group in _part_groups([s for s in seeds if s not in stored], seeds_per_part):
+    k = group[0] - config.seed
+    part_config = seed_part_config(config, k, len(group))
+    part = store.part_name(name, part_config.seed, part_config.num_seeds)
     workdir = os.path.join(sweep_dir, part)
-    _train_run(workdir, part_config, f"{label} seed {part_config.seed} ({k + 1} of "
-               f"{config.num_seeds}, trained alone)")
+    which = (f"seed {group[0]} ({k + 1} of {config.num_seeds}, trained alone)"
+             if len(group) == 1 else
+             f"seeds {group[0]}-{group[-1]} ({k + 1}-{k + len(group)} of {config.num_seeds}, "
+             "trained together)")
+    _train_run(workdir, part_config, f"{label} {which}")
     if run_eval and distributed.is_writer():
       records += evaluate_into_results(
           [workdir], [part], parts_dir, variants={part: variants},
@@ -465,6 +495,7 @@ def main(argv: Sequence[str]) -> None:
                       batch_size=flags.FLAGS.batch_size, out_dir=flags.FLAGS.out,
                       results_dir=flags.FLAGS.results_dir, reuse=flags.FLAGS.reuse,
                       split_seeds=flags.FLAGS.split_seeds,
+                      seeds_per_part=flags.FLAGS.seeds_per_part,
                       command_line=config_flags.get_override_values(config_flag))
   if records:
     print(tables.exact_match_table(records))
@@ -486,6 +517,7 @@ def _define_flags() -> None:
   flags.DEFINE_bool("reuse", True, "With --results_dir: copy a run that another table beside it "
                     "stored with an identical config instead of training it again.")
   sweep_spec.define_split_seeds_flag()
+  sweep_spec.define_seeds_per_part_flag()
   sweep_spec.define_shard_flag()
   distributed.define_flag()
   flags.mark_flags_as_required(["config", "sweep_dir"])

@@ -290,6 +290,15 @@ def define_split_seeds_flag() -> flags.FlagHolder:
       "are stored: for runs longer than one working session.")
 
 
+def define_seeds_per_part_flag() -> flags.FlagHolder:
+  """`--seeds_per_part` (train.py and this module's main share it)."""
+  return flags.DEFINE_integer(
+      "seeds_per_part", 1, "With --split_seeds, and for seeds added to a stored run: train up "
+      "to this many consecutive seeds together in one part (vmapped, as a whole run trains "
+      "them), each part stored as it finishes. On 2 CPU cores a small model's seed alone "
+      "leaves cores idle, so 2 seeds together cost much less than twice one.", lower_bound=1)
+
+
 def define_allow_dirty_flag() -> flags.FlagHolder:
   """`--allow_dirty`: store records from a working tree with uncommitted changes (marked)."""
   return flags.DEFINE_bool(
