@@ -22,8 +22,7 @@ that another table beside it stored with an identical config is copied from ther
 instead of trained again (`--noreuse` trains it). `--split_seeds` (with
 --results_dir) trains each run one seed at a time and stores each seed's records
 as it finishes, for runs longer than a working session (relpos_jax/sweep.py);
-`--seeds_per_part 2` trains two consecutive seeds together in each part instead
-(cheaper than two alone on a CPU).
+`--seeds_per_part 2` trains two consecutive seeds together in each part instead.
 `--config.num_seeds=N` (with --results_dir) gives a run stored with fewer seeds
 its missing ones, trained one at a time and appended (docs/evaluation.md, "More
 seeds for a stored run").

@@ -16,7 +16,7 @@ from relpos_jax.experiments import added_seeds
 from relpos_jax.experiments import main_table
 from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import results
-from relpos_jax.experiments import store
+from relpos_jax.experiments import seed_parts
 from relpos_jax.experiments import sweep
 from relpos_jax.experiments import tables
 
@@ -232,7 +232,7 @@ def test_seeds_evaluated_under_another_protocol_are_not_appended(tmp_path, monke
                      r"stored seeds' 8; seeds \[2\] not appended \(their records stay in"):
     _sweep(tmp_path, num_seeds=3)
   assert _files(table) == before
-  assert store.stored_parts(str(table)) == {RUN: ([2], [0, 1, 2])}
+  assert seed_parts.stored_parts(str(table)) == {RUN: ([2], [0, 1, 2])}
 
 
 def test_old_records_without_position_draws_take_new_seeds_decoded_at_0_to_L():

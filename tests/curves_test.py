@@ -9,6 +9,7 @@ import pytest
 
 from relpos_jax.experiments import curves
 from relpos_jax.experiments import records as records_lib
+from relpos_jax.experiments import seed_parts
 from relpos_jax.experiments import store
 
 
@@ -121,13 +122,13 @@ def test_merged_parts_carry_every_seed_curve(tmp_path):
   config = {"seed": 0, "num_seeds": 2, "num_steps": 60, "batch_size": 8,
             "randomized": {"enabled": False}}
   for seed in (0, 1):
-    name = store.part_name("a", seed)
+    name = seed_parts.part_name("a", seed)
     workdir = _workdir(tmp_path, _metrics(3, seeds=(seed,)), name)
     with open(os.path.join(workdir, "config.json"), "w") as f:
       json.dump({**config, "seed": seed, "num_seeds": 1}, f)
-    store.write_run(store.parts_dir(table), name, _records(name, seeds=(seed,)),
-                    workdir=workdir, eval_seconds=1.0, info=store.part_info("a", config))
-  assert store.merge_parts(table, "a", config) is not None
+    store.write_run(seed_parts.parts_dir(table), name, _records(name, seeds=(seed,)),
+                    workdir=workdir, eval_seconds=1.0, info=seed_parts.part_info("a", config))
+  assert seed_parts.merge_parts(table, "a", config) is not None
   info = json.loads((tmp_path / "results" / "t" / "runs" / "a.json").read_text())
   assert [e["seed"] for e in info["training_curve"]] == [0, 1]
   assert len(records_lib.read_jsonl(store.record_path(table, "a"))) == 4

@@ -302,7 +302,7 @@ def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, mo
   labels = ["", "@pi", "@dynamic_ntk", "@yarn"]  # the run and its eval-time RoPE rows
   assert [n for n, _ in evaluated] == ["rope+copy.seed0" + label for label in labels]
   assert not (table / "records").exists()  # nothing in the table until every seed is stored
-  assert sweep.store.stored_parts(str(table)) == {"rope+copy": ([0], [0, 1, 2])}
+  assert sweep.seed_parts.stored_parts(str(table)) == {"rope+copy": ([0], [0, 1, 2])}
   assert "rope+copy (seed 0 of 3)" in sweep.results.render(str(tmp_path / "results"))
 
   monkeypatch.setattr(sweep.train_lib, "train_and_evaluate", fake_train)
@@ -325,7 +325,7 @@ def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, mo
     assert [p["run"] for p in info["seed_parts"]] == [f"rope+copy.seed{s}{label}" for s in range(3)]
     assert info.get("variant_of") == ("rope+copy" if label else None)
   assert sweep.results.table_status(str(table))[0] == 1
-  assert sweep.store.stored_parts(str(table)) == {"rope+copy": ([0, 1, 2], [0, 1, 2])}
+  assert sweep.seed_parts.stored_parts(str(table)) == {"rope+copy": ([0, 1, 2], [0, 1, 2])}
 
   stale = tmp_path / "stale"  # a part trained under another config is refused, not merged
   shutil.copytree(table / "parts", stale / "parts")
@@ -335,7 +335,7 @@ def test_split_seeds_stores_each_seed_then_merges_them_into_the_run(tmp_path, mo
   info_path.write_text(json.dumps(info))
   run_config = json.loads((table / "runs" / "rope+copy.json").read_text())["config"]
   with pytest.raises(ValueError, match=r"rope\+copy.seed1 in .* was trained with another config"):
-    sweep.store.merge_parts(str(stale), "rope+copy", run_config, ["pi", "dynamic_ntk", "yarn"])
+    sweep.seed_parts.merge_parts(str(stale), "rope+copy", run_config, ["pi", "dynamic_ntk", "yarn"])
 
   trained.clear()
   evaluated.clear()  # stored: neither trained nor evaluated again, split or not
@@ -361,16 +361,16 @@ def test_seeds_per_part_trains_consecutive_missing_seeds_together(tmp_path, monk
       (table / "parts" / "runs" / f"rope+copy.seed{k}{label}.json").unlink()
   for name in os.listdir(table / "records"):
     (table / "records" / name).unlink()
-  assert sweep.store.stored_parts(str(table)) == {"rope+copy": ([0], [0, 1, 2])}
+  assert sweep.seed_parts.stored_parts(str(table)) == {"rope+copy": ([0], [0, 1, 2])}
   trained.clear()
-  evaluated.clear()
-  records = sweep.run_sweep(config, str(tmp_path / "runs"), results_dir=str(table),
+  evaluated.clear()  # a new session: runs/ is not kept
+  records = sweep.run_sweep(config, str(tmp_path / "runs2"), results_dir=str(table),
                             only=["rope+copy"], split_seeds=True, seeds_per_part=2)
   assert trained == ["rope+copy.seeds1-2"]
-  saved = json.loads((tmp_path / "runs" / "rope+copy.seeds1-2" / "config.json").read_text())
+  saved = json.loads((tmp_path / "runs2" / "rope+copy.seeds1-2" / "config.json").read_text())
   assert (saved["seed"], saved["num_seeds"]) == (1, 2)
   assert [n for n, _ in evaluated] == ["rope+copy.seeds1-2" + label for label in labels]
-  assert sweep.store.stored_parts(str(table)) == {"rope+copy": ([0, 1, 2], [0, 1, 2])}
+  assert sweep.seed_parts.stored_parts(str(table)) == {"rope+copy": ([0, 1, 2], [0, 1, 2])}
   assert sorted({r["run"] for r in records}) == sorted("rope+copy" + label for label in labels)
   for label in labels:
     rows = sweep.results.records_lib.read_jsonl(str(table / "records" / f"rope+copy{label}.jsonl"))
@@ -390,31 +390,79 @@ def test_seeds_per_part_trains_consecutive_missing_seeds_together(tmp_path, monk
     shutil.copy(table / "parts" / "records" / f"rope+copy.seed0{label}.jsonl",
                 table / "parts" / "records" / f"rope+copy.seed1{label}.jsonl")
   with pytest.raises(ValueError, match="seed 1 of rope.copy is stored in two parts"):
-    sweep.store.stored_part_of_seeds(str(table), "rope+copy")
+    sweep.seed_parts.stored_part_of_seeds(str(table), "rope+copy")
 
 
 def test_part_groups_cut_consecutive_seeds():
-  assert sweep._part_groups([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]
-  assert sweep._part_groups([0, 2, 3], 3) == [[0], [2, 3]]
-  assert sweep._part_groups([4, 5], 1) == [[4], [5]]
-  assert sweep._part_groups([], 2) == []
+  assert sweep.seed_parts.part_groups([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]
+  assert sweep.seed_parts.part_groups([0, 2, 3], 3) == [[0], [2, 3]]
+  assert sweep.seed_parts.part_groups([4, 5], 1) == [[4], [5]]
+  assert sweep.seed_parts.part_groups([], 2) == []
+  # A part an earlier session left keeps its grouping; the rest are grouped around it.
+  assert sweep.seed_parts.part_groups([0, 1, 2], 2, resumable=[[1]]) == [[0], [1], [2]]
+  assert sweep.seed_parts.part_groups([0, 1, 2, 3], 1, resumable=[[2, 3]]) == [[0], [1], [2, 3]]
+  assert sweep.seed_parts.part_groups([0, 1], 2, resumable=[[1, 2]]) == [[0, 1]]  # 2 is stored: not it
+
+
+def test_a_part_left_by_an_interrupted_session_resumes_under_another_grouping(
+    tmp_path, monkeypatch):
+  trained, _ = _fake_training(monkeypatch)
+  evaluated = _fake_results_eval(monkeypatch)
+  fake_train = sweep.train_lib.train_and_evaluate
+
+  def killed_in_seed_1(config, workdir):
+    if config.seed == 1:  # a checkpoint before the end, then the session ends
+      os.makedirs(os.path.join(workdir, "checkpoints", "1"))
+      pathlib.Path(workdir, "config.json").write_text(config.to_json())
+      raise KeyboardInterrupt
+    fake_train(config, workdir)
+
+  config = str(REPO / "configs/ablations/extrapolation_methods.py") + ":smoke,num_seeds=3,steps=2"
+  table, runs = tmp_path / "results" / "extrapolation_methods", tmp_path / "runs"
+  monkeypatch.setattr(sweep.train_lib, "train_and_evaluate", killed_in_seed_1)
+  with pytest.raises(KeyboardInterrupt):
+    sweep.run_sweep(config, str(runs), results_dir=str(table), only=["rope+copy"],
+                    split_seeds=True)
+  assert sweep.seed_parts.leftover_parts(str(runs), "rope+copy") == [[0], [1]]
+  monkeypatch.setattr(sweep.train_lib, "train_and_evaluate", fake_train)
+  trained.clear()
+  sweep.run_sweep(config, str(runs), results_dir=str(table), only=["rope+copy"],
+                  split_seeds=True, seeds_per_part=2)
+  # Seed 1 resumes in its own workdir (not retrained inside a new seeds1-2 part).
+  assert trained == ["rope+copy.seed1", "rope+copy.seed2"]
+  assert sweep.seed_parts.stored_parts(str(table)) == {"rope+copy": ([0, 1, 2], [0, 1, 2])}
+  assert evaluated
+
+
+def test_a_part_whose_records_name_other_seeds_is_not_merged(tmp_path, monkeypatch):
+  _fake_training(monkeypatch)
+  _fake_results_eval(monkeypatch)
+  config = str(REPO / "configs/ablations/extrapolation_methods.py") + ":smoke,num_seeds=2,steps=2"
+  table = tmp_path / "results" / "extrapolation_methods"
+  sweep.run_sweep(config, str(tmp_path / "runs"), results_dir=str(table), only=["rope+copy"],
+                  split_seeds=True)
+  path = table / "parts" / "records" / "rope+copy.seed1.jsonl"
+  path.write_text(path.read_text().replace('"seed": 1', '"seed": 0'))
+  with pytest.raises(ValueError, match=r"holds records of seeds \[0\], but the part was "
+                     r"trained for seeds \[1\]"):
+    sweep.seed_parts.part_records(str(table), "rope+copy.seed1")
 
 
 def test_seed_parts_are_the_runs_replicas_and_need_a_results_dir(tmp_path):
   base, overrides = sweep_spec.load_sweep(SCHEMES_SMOKE.replace("num_seeds=1", "num_seeds=3"))
   name, config = sweep_spec.expand(base, overrides)[0]
   config.seed = 5
-  parts = [sweep.seed_part_config(config, k) for k in range(3)]
+  parts = [sweep.seed_parts.part_config(config, k) for k in range(3)]
   assert [(p.seed, p.num_seeds) for p in parts] == [(5, 1), (6, 1), (7, 1)]
   assert (config.seed, config.num_seeds) == (5, 3)  # the run's config is untouched
   rest = lambda c: {k: v for k, v in c.to_dict().items() if k not in ("seed", "num_seeds")}
   assert rest(parts[2]) == rest(config)
   with pytest.raises(ValueError, match=r"part of seeds 3..3 of a run of 3 seeds"):
-    sweep.seed_part_config(config, 3)
-  pair = sweep.seed_part_config(config, 1, 2)
+    sweep.seed_parts.part_config(config, 3)
+  pair = sweep.seed_parts.part_config(config, 1, 2)
   assert (pair.seed, pair.num_seeds) == (6, 2) and rest(pair) == rest(config)
   with pytest.raises(ValueError, match=r"part of seeds 2..3 of a run of 3 seeds"):
-    sweep.seed_part_config(config, 2, 2)
+    sweep.seed_parts.part_config(config, 2, 2)
   with pytest.raises(ValueError, match="give it a results_dir"):
     sweep.run_sweep(SCHEMES_SMOKE, str(tmp_path), only=[name], split_seeds=True)
   assert not os.listdir(tmp_path)

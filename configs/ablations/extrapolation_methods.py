@@ -58,16 +58,12 @@ results/kazemnejad/ when that table has stored them. Expected runtime on 2 CPU c
 reverse, 113-188 min for addition (sequences of up to 83 tokens instead of 41), plus
 validation and eval. An addition run is longer than a working session, so train those
 with `--split_seeds` (each seed alone: 37-67 min of training per seed in the stored
-runs, stored as it finishes and merged once all three are; see docs/evaluation.md).
-FIRE is the exception: a seed alone trains at ~0.9 steps/s on 2 AMD EPYC cores
-(~110 min for 6,000 steps) against 176 min for its three seeds together, so train its
-runs two seeds per part (`--seeds_per_part 2`: seeds 0-1 together, then seed 2):
+runs, stored as it finishes and merged once all three are; see docs/evaluation.md;
+`--seeds_per_part 2` trains two seeds together per part, where a session is long
+enough for it):
 
   python train.py --config configs/ablations/extrapolation_methods.py --workdir runs/extrapolation_methods \
       --results_dir results/extrapolation_methods --split_seeds
-  python train.py --config configs/ablations/extrapolation_methods.py --workdir runs/extrapolation_methods \
-      --results_dir results/extrapolation_methods --split_seeds --seeds_per_part 2 \
-      --runs fire+add_index_hints+randomized
 
 `--sweep_shard i/n` splits the runs over n processes and `--results_dir` lets the
 table be completed a few runs (or seeds) at a time.

@@ -76,16 +76,12 @@ training per 3-seed run (reused: copied, 0 min):
 About 54 h in all on 2 cores, plus evaluation (about 1 min per run at d_model 128). At
 d_model 64 the FLOP scaling is a lower bound: small matmuls on a CPU are overhead-bound.
 Runs over an hour (every d_model 256 run, the budget runs, FIRE) are best trained one
-seed at a time, storing each seed's records as it finishes (docs/evaluation.md; for
-most schemes it costs about the time of training the seeds together, so the whole table
-can be trained so; FIRE's seed alone leaves a core idle at d_model 128, ~110 min against
-176 min for three together in extrapolation_methods, so give FIRE two seeds per part):
+seed at a time, storing each seed's records as it finishes (docs/evaluation.md; it costs
+about the time of training the seeds together in the stored runs, so the whole table
+can be trained so; `--seeds_per_part 2` trains two seeds per part):
 
   python train.py --config configs/ablations/scale.py --workdir runs/scale \
       --results_dir results/scale --split_seeds
-  python train.py --config configs/ablations/scale.py --workdir runs/scale \
-      --results_dir results/scale --split_seeds --seeds_per_part 2 \
-      --runs fire+scan_length_cutoff_25+d_model=128+num_heads=4+d_ff=512
 
 and `--sweep_shard i/n` shares the sweep between processes. The whole table:
 

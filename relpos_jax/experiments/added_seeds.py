@@ -2,8 +2,9 @@
 
 A table that stores a run with n seeds is asked for N > n by the same sweep with
 `num_seeds` raised (`--config.num_seeds=N`, with `--results_dir`). `sweep.run_sweep`
-then trains only seeds n..N−1, one at a time, as the run's seed parts (the very parts
-`--split_seeds` trains for those seeds: `store.part_name`, under `parts/`), evaluates
+then trains only seeds n..N−1, one at a time (or `--seeds_per_part` at a time), as the
+run's seed parts (the very parts
+`--split_seeds` trains for those seeds: `seed_parts.part_name`, under `parts/`), evaluates
 each with every evaluation the table stores of the run (its `store.record_names`:
 random positions, eval-time variants), and once all are stored, `append_parts`
 appends their records to the run's: the stored seeds' lines stay byte for byte,
@@ -46,6 +47,7 @@ from typing import Any, Sequence
 
 from relpos_jax.experiments import curves
 from relpos_jax.experiments import records as records_lib
+from relpos_jax.experiments import seed_parts
 from relpos_jax.experiments import store
 from relpos_jax.positions import randomized as randomized_lib
 
@@ -123,19 +125,18 @@ def append_parts(table_dir: str, run: str, config: dict[str, Any], variants: Seq
     ValueError: a part was trained with another config, or evaluated under another
       protocol than the stored seeds (nothing is written then).
   """
-  seeds = store.run_seeds(config)[first:]
-  source = store.parts_dir(table_dir)
-  parts = store.parts_of_seeds(table_dir, run, seeds, config, variants)
+  seeds = seed_parts.run_seeds(config)[first:]
+  source = seed_parts.parts_dir(table_dir)
+  parts = seed_parts.parts_of_seeds(table_dir, run, seeds, config, variants)
   if parts is None:
     return None
-  part_infos = store.check_parts(table_dir, run, config, parts)
+  part_infos = seed_parts.check_parts(table_dir, run, config, parts)
   randomized = randomized_lib.validation_sampler(config.get("randomized")) is not None
   plan = []
   for name in store.record_names(run, config, variants):
     suffix = name[len(run):]  # "", "@random_positions", "@<label>"
     added = [{**r, "run": name, "replica": int(r["seed"]) - int(config["seed"])}
-             for part in parts
-             for r in records_lib.read_jsonl(store.record_path(source, part + suffix))]
+             for part in parts for r in seed_parts.part_records(table_dir, part + suffix)]
     problem = _protocol_difference(
         records_lib.read_jsonl(store.record_path(table_dir, name)), added, randomized)
     if problem:
@@ -268,7 +269,7 @@ def _extended_info(info: dict[str, Any], part_infos: Sequence[dict[str, Any]],
          "eval_seconds": (info.get("eval_seconds") or 0.0) + sum(
              i.get("eval_seconds") or 0.0 for i in part_infos),
          "seed_parts": list(info.get("seed_parts") or []) + [
-             {**store.part_entry(i), "eval_provenance": i.get("eval_provenance")}
+             {**seed_parts.part_entry(i), "eval_provenance": i.get("eval_provenance")}
              for i in part_infos]}
   out.pop("training_curve", None)  # a curve of only some seeds would look like fewer seeds
   if not info.get("variant_of") and (curve := curves.merge(

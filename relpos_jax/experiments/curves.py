@@ -107,7 +107,7 @@ def training_curve(workdir: str, max_points: int = MAX_POINTS) -> Curve | None:
 
 
 def merge(curves: Sequence[Curve | None]) -> Curve | None:
-  """One run's curve from its single-seed parts' curves (`store.merge_parts`).
+  """One run's curve from its seed parts' curves (`seed_parts.merge_parts`).
 
   Args:
     curves: each part's curve.

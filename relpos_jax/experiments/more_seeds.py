@@ -155,11 +155,10 @@ def estimated_seconds(root: str, table: str, run: str, num_seeds: int) -> tuple[
   n = int(info["config"]["num_seeds"])
   add = max(num_seeds - n, 0)
   parts = [p for p in info.get("seed_parts") or [] if p.get("train_seconds")]
-  if parts:
-    seeds = sum(int(p.get("num_seeds", 1)) for p in parts)
-    per_seed = float(sum(p["train_seconds"] for p in parts)) / seeds
-    basis = (f"mean of its {len(parts)} seeds trained alone" if seeds == len(parts)
-             else f"its {seeds} seeds trained in {len(parts)} parts, per seed")
+  alone = [p for p in parts if int(p.get("num_seeds", 1)) == 1]  # as `command` trains them
+  if alone:
+    per_seed = float(np.mean([p["train_seconds"] for p in alone]))
+    basis = f"mean of its {len(alone)} seeds trained alone"
   else:
     speedup = VMAP_SPEEDUP.get(info["config"]["model"].get("arch"), float(n)) if n == 3 else n
     per_seed = float(info["train_seconds"] or 0.0) / speedup

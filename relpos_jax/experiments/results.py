@@ -51,6 +51,7 @@ from relpos_jax.experiments import precision_calibration
 from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import report
 from relpos_jax.experiments import scale_figures
+from relpos_jax.experiments import seed_parts
 from relpos_jax.experiments import store
 from relpos_jax.experiments import summary
 from relpos_jax.experiments import tables
@@ -223,17 +224,17 @@ def render(root: str) -> str:
       with open(meta_path) as f:
         meta = json.load(f)
       config, sweep_runs = meta["config"], meta["runs"]
-    seed_parts = store.stored_parts(table_dir)
+    stored_parts = seed_parts.stored_parts(table_dir)
     partly = [f"{run} (seed{'s' * (len(done_seeds) > 1)} "
               f"{', '.join(map(str, done_seeds))} of {len(seeds)})"
-              for run, (done_seeds, seeds) in seed_parts.items()
+              for run, (done_seeds, seeds) in stored_parts.items()
               if not store.has_run(table_dir, run)]
     lines = [f"## {table}", "",
              f"`{config}`: {done} of {total} runs stored"
              + ("." if done == total else " (the table is incomplete).")
-             + (f" Trained one seed at a time, seeds stored so far (`{store.PARTS_DIR}/`, not in "
+             + (f" Trained in seed parts, seeds stored so far (`{seed_parts.PARTS_DIR}/`, not in "
                 f"the table until all are): {'; '.join(partly)}." if partly else "")
-             + _adding_seeds(table_dir, seed_parts)]
+             + _adding_seeds(table_dir, stored_parts)]
     notes = os.path.join(table_dir, NOTES_FILE)
     if os.path.exists(notes):
       with open(notes) as f:
@@ -269,7 +270,7 @@ def _adding_seeds(table_dir: str, parts: dict[str, tuple[list[int], list[int]]])
       added = [s for s in done_seeds if s >= first]
       adding.append(f"{run} ({config['num_seeds']} seeds; of seeds {first}–{seeds[-1]}: "
                     f"{', '.join(map(str, added)) or 'none'})")
-  return (f" Seeds being added to stored runs, stored so far (`{store.PARTS_DIR}/`, appended "
+  return (f" Seeds being added to stored runs, stored so far (`{seed_parts.PARTS_DIR}/`, appended "
           f"once all are): {'; '.join(adding)}." if adding else "")
 
 

@@ -2,9 +2,9 @@
 
 `results/<table>/records/<run>.jsonl` holds a run's eval records,
 `runs/<run>.json` its config, timings, machine, provenance and training curve
-(`curves.py`); a run trained one seed at a time stores its seeds under `parts/`
-until `merge_parts` joins them (seeds added to a stored run too, until
-`added_seeds.append_parts` appends them). A run already stored in another table
+(`curves.py`); a run trained in seed parts (one seed each, or several trained
+together) stores them under `parts/` (`seed_parts.py`) until they are joined into the
+run's records. A run already stored in another table
 with an identical config is copied, not trained again (`find_identical_run`,
 `copy_run`). `results.py` reads and renders.
 """
@@ -19,6 +19,7 @@ import sys
 from typing import Any, Sequence
 
 from relpos_jax import metric_writers
+from relpos_jax import precision
 from relpos_jax import provenance
 from relpos_jax import run_identity as run_identity_lib
 from relpos_jax import workdir as workdir_lib
@@ -230,9 +231,16 @@ def _cpu_model() -> str:
   return platform.processor() or platform.machine()
 
 
+# The vector and matrix units a CPU's speed on these models turns on: two "AMD EPYC"
+# machines trained FIRE seeds in 59 min and at a pace of ~105 min (docs/evaluation.md).
+TIMING_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
 def machine() -> dict[str, Any]:
-  """The machine a run was timed on: processor, core count, Python."""
+  """The machine a run was timed on: processor, its `TIMING_FLAGS`, core count, Python."""
+  flags = precision.cpu_flags()
   return {"processor": _cpu_model(), "cpus": os.cpu_count(),
+          "cpu_flags": [f for f in TIMING_FLAGS if f in flags],
           "python": sys.version.split()[0], "platform": platform.platform()}
 
 
@@ -282,199 +290,3 @@ def write_run_info(table_dir: str, run: str, info: dict[str, Any]) -> None:
   with open(path, "w") as f:
     json.dump(info, f, indent=1)
     f.write("\n")
-
-
-# ------------------------------------------- runs trained one seed at a time
-
-PARTS_DIR = "parts"
-
-
-def part_name(run: str, seed: int, num_seeds: int = 1) -> str:
-  """The name a run's part is stored under: `<run>.seed<seed>` for one seed,
-  `<run>.seeds<first>-<last>` for seeds trained together in one part."""
-  if num_seeds == 1:
-    return f"{run}.seed{seed}"
-  return f"{run}.seeds{seed}-{seed + num_seeds - 1}"
-
-
-def parts_dir(table_dir: str) -> str:
-  """`<table_dir>/parts`: a table folder of its own for the seed parts of unfinished runs."""
-  return os.path.join(table_dir, PARTS_DIR)
-
-
-def stored_parts(table_dir: str) -> dict[str, tuple[list[int], list[int]]]:
-  """The seed parts stored so far: run -> (its seeds whose records are all stored, all its seeds).
-
-  A run's seeds are those of the largest run its parts were trained for (parts of
-  seeds added to a stored run, `added_seeds`, name more seeds than the run's first).
-
-  Args:
-    table_dir: `results/<table>`.
-
-  Returns:
-    Runs with at least one stored part (merged runs included), seeds ascending.
-  """
-  found: dict[str, tuple[list[int], list[int]]] = {}
-  for info in _part_infos(table_dir):
-    done, seeds = found.setdefault(info["part_of"], ([], []))
-    done.extend(run_seeds(info["config"]))
-    if len(info["seeds_of_run"]) > len(seeds):  # seeds added to a run: its parts' largest
-      seeds[:] = sorted(info["seeds_of_run"])
-  return {run: (sorted(set(done)), seeds) for run, (done, seeds) in found.items()}
-
-
-def _part_infos(table_dir: str, run: str | None = None) -> list[dict[str, Any]]:
-  """The run infos of the parts (of `run`, or of every run) whose records are all stored."""
-  directory = os.path.join(parts_dir(table_dir), "runs")
-  infos = []
-  for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
-    with open(os.path.join(directory, name)) as f:
-      info = json.load(f)
-    of, seeds = info.get("part_of"), run_seeds(info["config"])
-    if (of and (run is None or of == run) and info["run"] == part_name(of, seeds[0], len(seeds))
-        and has_records(parts_dir(table_dir), info["run"], info["config"],
-                        info.get("part_variants", ()))):
-      infos.append(info)
-  return infos
-
-
-def stored_part_of_seeds(table_dir: str, run: str, config: dict[str, Any] | None = None,
-                         variants: Sequence[str] = ()) -> dict[int, str]:
-  """Seed -> the name of the stored part of `run` that holds it (a part holds one seed,
-  or several trained together); with `config`, only parts holding every record that
-  config and `variants` name.
-
-  Raises:
-    ValueError: two stored parts hold the same seed (one of them must go).
-  """
-  found: dict[int, str] = {}
-  for info in _part_infos(table_dir, run):
-    if config is not None and not has_records(parts_dir(table_dir), info["run"], config,
-                                              variants):
-      continue
-    for seed in run_seeds(info["config"]):
-      if seed in found:
-        raise ValueError(f"seed {seed} of {run} is stored in two parts in "
-                         f"{parts_dir(table_dir)}, {found[seed]} and {info['run']}: delete "
-                         "one's records and runs files")
-      found[seed] = info["run"]
-  return found
-
-
-def parts_of_seeds(table_dir: str, run: str, seeds: Sequence[int], config: dict[str, Any],
-                   variants: Sequence[str] = ()) -> list[str] | None:
-  """The stored parts that hold exactly `seeds` of `run` (with every record `config` and
-  `variants` name), in seed order; None while a seed has no such part.
-
-  Raises:
-    ValueError: a seed is stored twice, or a part also holds a seed outside `seeds`.
-  """
-  found = stored_part_of_seeds(table_dir, run, config, variants)
-  if not all(seed in found for seed in seeds):
-    return None
-  parts = list(dict.fromkeys(found[seed] for seed in seeds))
-  outside = sorted(s for s, part in found.items() if part in parts and s not in seeds)
-  if outside:
-    raise ValueError(f"{run}'s parts in {parts_dir(table_dir)} also hold seeds {outside}, "
-                     f"not among the seeds {list(seeds)} being stored")
-  return parts
-
-
-def part_info(run: str, config: dict[str, Any], variants: Sequence[str] = ()) -> dict[str, Any]:
-  """The fields a part's `runs/<part>.json` adds: its run, the run's seeds, its variants."""
-  return {"part_of": run, "seeds_of_run": run_seeds(config), "part_variants": list(variants)}
-
-
-def run_seeds(config: dict[str, Any]) -> list[int]:
-  """The seeds of a run's replicas: `seed`, `seed + 1`, ... (`num_seeds` of them; JSON data)."""
-  return [int(config["seed"]) + k for k in range(int(config["num_seeds"]))]
-
-
-_PART_PROVENANCE = ("provenance", "provenance_earlier")  # each part's own: in seed_parts
-
-
-def merge_parts(table_dir: str, run: str, config: dict[str, Any],
-                variants: Sequence[str] = ()) -> list[Record] | None:
-  """Stores a run from its parts (of one seed each, or of several trained together) once
-  every seed's are stored.
-
-  Seed `config.seed + k`, in whichever part, becomes replica k: its records are the
-  run's records for that seed, as if the seeds had been trained together
-  (train_lib_test checks replica k of a run equals the single run of its seed to
-  float rounding). `runs/<run>.json` holds the run's config (the parts' own, with
-  `seed` and `num_seeds` of the run), the summed training and eval time,
-  `seed_parts`: each part's name, first seed (and `num_seeds` where it holds
-  several), times and training provenance, and the parts' training curves as one
-  (`curves.merge`; left out if a part has none).
-
-  Args:
-    table_dir: `results/<table>`.
-    run: the run name.
-    config: the run's config (JSON data): `seed`, `num_seeds`, `randomized`.
-    variants: the labels of its eval-time variants.
-
-  Returns:
-    The merged records (every one of `record_names`), or None while a part is missing.
-
-  Raises:
-    ValueError: a part was trained with another config than the run's (but its seed).
-  """
-  seeds = run_seeds(config)
-  source = parts_dir(table_dir)
-  names = record_names(run, config, variants)
-  parts = parts_of_seeds(table_dir, run, seeds, config, variants)
-  if parts is None:
-    return None
-  part_infos = check_parts(table_dir, run, config, parts)
-  merged = []
-  for name in names:
-    suffix = name[len(run):]  # "", "@random_positions", "@<label>"
-    records = [{**r, "run": name, "replica": seeds.index(int(r["seed"]))}
-               for part in parts for r in records_lib.read_jsonl(record_path(source, part + suffix))]
-    infos = part_infos if not suffix else [read_run_info(source, part + suffix) for part in parts]
-    run_config = {k: v for k, v in infos[0]["config"].items() if k not in _PART_PROVENANCE}
-    run_config.update(seed=seeds[0], num_seeds=len(seeds))
-    info = {"run": name, "config": run_config,
-            "train_seconds": sum(i.get("train_seconds") or 0.0 for i in infos),
-            "eval_seconds": sum(i.get("eval_seconds") or 0.0 for i in infos),
-            "machine": infos[0]["machine"], "eval_provenance": infos[0]["eval_provenance"],
-            "seed_parts": [part_entry(i) for i in infos]}
-    if name != run:
-      info["variant_of"] = run
-    elif curve := curves.merge([i.get("training_curve") for i in infos]):
-      info["training_curve"] = curve
-    records_lib.write_jsonl(records, record_path(table_dir, name))
-    write_run_info(table_dir, name, info)
-    merged += records
-  return merged
-
-
-def check_parts(table_dir: str, run: str, config: dict[str, Any],
-                parts: Sequence[str]) -> list[dict[str, Any]]:
-  """The run infos of a run's stored `parts` (names), each checked to be that run's.
-
-  Raises:
-    ValueError: a part was trained with another config than the run's (but its seeds).
-  """
-  source = parts_dir(table_dir)
-  wanted = run_identity(config)
-  part_infos = [read_run_info(source, part) for part in parts]
-  for name, part in zip(parts, part_infos):
-    if run_identity({**part["config"], "seed": config["seed"],
-                     "num_seeds": config["num_seeds"]}) != wanted:
-      raise ValueError(f"{name} in {source} was trained with another config "
-                       f"than {run}'s (the sweep changed since?): delete its records and runs "
-                       "files there to train it again")
-  return part_infos
-
-
-def part_entry(info: dict[str, Any]) -> dict[str, Any]:
-  """A part's entry in its run's `seed_parts`: name, first seed (and `num_seeds` where it
-  holds several), times, machine, training provenance."""
-  num_seeds = int(info["config"].get("num_seeds", 1))
-  return {"run": info["run"], "seed": info["config"]["seed"],
-          **({"num_seeds": num_seeds} if num_seeds > 1 else {}),
-          "train_seconds": info.get("train_seconds"), "eval_seconds": info.get("eval_seconds"),
-          "machine": info["machine"],
-          **{k: info["config"][k] for k in _PART_PROVENANCE if k in info["config"]}}
-

@@ -52,7 +52,6 @@ runs/schemes` writes the tables at any time from the finished runs.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import time
@@ -77,6 +76,7 @@ from relpos_jax.experiments import added_seeds
 from relpos_jax.experiments import anatomy_table
 from relpos_jax.experiments import results
 from relpos_jax.experiments import runner
+from relpos_jax.experiments import seed_parts
 from relpos_jax.experiments import store
 from relpos_jax.experiments import sweep_spec
 from relpos_jax.experiments import tables
@@ -179,9 +179,9 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
     results_dir: store each run's records in this table folder as it finishes.
     reuse: copy identical runs from the other tables beside `results_dir` (only
       with the default `lengths` and `batch_size`, which the records were made with).
-    split_seeds: train each run one seed at a time (`seed_part_config`; needs
+    split_seeds: train each run one seed at a time (`seed_parts.part_config`; needs
       `results_dir`): each seed's records are stored as soon as it is trained
-      (`store.parts_dir`) and merged into the run's once all are, so a run
+      (`seed_parts.parts_dir`) and merged into the run's once all are, so a run
       longer than a working session can be completed over several.
     seeds_per_part: with `split_seeds`, and for seeds added to a stored run, the
       most consecutive seeds one part trains together (vmapped; default 1).
@@ -296,73 +296,35 @@ def run_sweep(config: str | types.ModuleType, sweep_dir: str, *,
                                 names=[n for n, _ in runs])
 
 
-def seed_part_config(config: ml_collections.ConfigDict, k: int,
-                     num_seeds: int = 1) -> ml_collections.ConfigDict:
-  """The part of a run that holds its replicas k..k+num_seeds−1 (one seed by default).
-
-  Replica k of a run (seed `config.seed + k`: its own init, dropout and data
-  order) is the single-seed run of that seed, computed alone or in a vmapped step
-  with fewer seeds instead of with all of them (train_lib_test checks they agree to
-  float rounding). Alone, a seed does not always take 1/num_seeds of the run's time
-  on a CPU: seed 0 of extrapolation_methods' fire+add_index_hints+randomized trains
-  at ~0.9 steps/s on 2 AMD EPYC cores (~110 min), its 3 seeds vmapped took 176 min
-  (a step of a small model leaves cores idle that vmapped seeds fill), hence parts of
-  several seeds (`--seeds_per_part`).
-  """
-  if not (0 <= k and num_seeds >= 1 and k + num_seeds <= config.num_seeds):
-    raise ValueError(f"part of seeds {k}..{k + num_seeds - 1} of a run of "
-                     f"{config.num_seeds} seeds")
-  part = copy.deepcopy(config)
-  part.seed, part.num_seeds = config.seed + k, num_seeds
-  return part
-
-
-def _part_groups(missing: Sequence[int], seeds_per_part: int) -> list[list[int]]:
-  """Consecutive runs of the missing seeds, cut into groups of at most `seeds_per_part`."""
-  groups: list[list[int]] = []
-  for seed in missing:
-    if groups and groups[-1][-1] == seed - 1 and len(groups[-1]) < seeds_per_part:
-      groups[-1].append(seed)
-    else:
-      groups.append([seed])
-  return groups
-
-
 def _train_parts(sweep_dir: str, name: str, config: ml_collections.ConfigDict, label: str,
                  results_dir: str, variants: Mapping[str, Sequence[str]], *, run_eval: bool,
                  first: int = 0, seeds_per_part: int = 1, **options) -> list[dict]:
   """Trains a run's missing seeds from replica `first` on, in parts of up to
   `seeds_per_part` consecutive seeds; stores the run once every seed is."""
-  parts_dir = store.parts_dir(results_dir)
+  parts_dir = seed_parts.parts_dir(results_dir)
   config_data = workdir_lib.config_json(config)
   records: list[dict] = []
   seeds = [config.seed + k for k in range(first, config.num_seeds)]
   with errors.user_errors():  # a seed stored twice: one line, nothing trained
-    stored = store.stored_part_of_seeds(results_dir, name, config_data, list(variants))
-  for seed in seeds:
-    if seed in stored:
-      logging.info("%s: seed %d stored in %s (%s), skipping", label, seed, parts_dir,
-                   stored[seed])
-  for group in _part_groups([s for s in seeds if s not in stored], seeds_per_part):
+    groups = seed_parts.plan(results_dir, sweep_dir, name, config_data, list(variants), seeds,
+                             seeds_per_part)
+  for group in groups:
     k = group[0] - config.seed
-    part_config = seed_part_config(config, k, len(group))
-    part = store.part_name(name, part_config.seed, part_config.num_seeds)
+    part_config = seed_parts.part_config(config, k, len(group))
+    part = seed_parts.part_name(name, part_config.seed, part_config.num_seeds)
     workdir = os.path.join(sweep_dir, part)
-    which = (f"seed {group[0]} ({k + 1} of {config.num_seeds}, trained alone)"
-             if len(group) == 1 else
-             f"seeds {group[0]}-{group[-1]} ({k + 1}-{k + len(group)} of {config.num_seeds}, "
-             "trained together)")
-    _train_run(workdir, part_config, f"{label} {which}")
+    _train_run(workdir, part_config,
+               f"{label} {seed_parts.describe(group, k, config.num_seeds)}")
     if run_eval and distributed.is_writer():
       records += evaluate_into_results(
           [workdir], [part], parts_dir, variants={part: variants},
-          info=store.part_info(name, config_data, list(variants)), **options)
+          info=seed_parts.part_info(name, config_data, list(variants)), **options)
   if not distributed.is_writer():
     return []
   # From replica 0 the parts make the run; later ones are appended to its stored seeds.
   with errors.user_errors():  # a part of another config or protocol: one line, nothing stored
     merged = (added_seeds.append_parts(results_dir, name, config_data, list(variants), first)
-              if first else store.merge_parts(results_dir, name, config_data, list(variants)))
+              if first else seed_parts.merge_parts(results_dir, name, config_data, list(variants)))
   if merged is None:
     return records
   logging.info("%s: every seed stored: %s %s", label, "appended to" if first else "merged into",
@@ -388,7 +350,7 @@ def evaluate_into_results(workdirs: Sequence[str], names: Sequence[str], results
     names: their run names.
     results_dir: the table folder (`results/<table>`).
     variants: run name -> {label: `key=value` eval overrides} (`eval_variants`).
-    info: more fields for every `runs/<name>.json` it writes (`store.part_info`).
+    info: more fields for every `runs/<name>.json` it writes (`seed_parts.part_info`).
     allow_dirty: store records from a tree with uncommitted changes (refused by
       default, checked before each run: `provenance.check_clean_tree`).
     **options: `runner.evaluate_runs`' options (lengths, batch_size, EvalOptions fields).

@@ -295,8 +295,8 @@ def define_seeds_per_part_flag() -> flags.FlagHolder:
   return flags.DEFINE_integer(
       "seeds_per_part", 1, "With --split_seeds, and for seeds added to a stored run: train up "
       "to this many consecutive seeds together in one part (vmapped, as a whole run trains "
-      "them), each part stored as it finishes. On 2 CPU cores a small model's seed alone "
-      "leaves cores idle, so 2 seeds together cost much less than twice one.", lower_bound=1)
+      "them), each part stored as it finishes; whether that is cheaper than one at a time "
+      "depends on the model and machine (docs/evaluation.md).", lower_bound=1)
 
 
 def define_allow_dirty_flag() -> flags.FlagHolder:
