@@ -19,7 +19,6 @@ from absl import logging
 import ml_collections
 
 from relpos_jax import workdir as workdir_lib
-
 from relpos_jax.experiments import curves
 from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import store
@@ -31,7 +30,7 @@ PARTS_DIR = "parts"
 
 
 def part_config(config: ml_collections.ConfigDict, k: int,
-                     num_seeds: int = 1) -> ml_collections.ConfigDict:
+                num_seeds: int = 1) -> ml_collections.ConfigDict:
   """The part of a run that holds its replicas k..k+num_seeds−1 (one seed by default).
 
   Replica k of a run (seed `config.seed + k`: its own init, dropout and data
@@ -73,6 +72,18 @@ def plan(results_dir: str, sweep_dir: str, run: str, config: dict[str, Any],
   A stored seed is skipped (logged). A part workdir an earlier session left in
   `sweep_dir` with a checkpoint resumes as it was grouped, whatever `seeds_per_part`
   now asks: it holds replicas of its own seeds only.
+
+  Args:
+    results_dir: `results/<table>`.
+    sweep_dir: the sweep's workdir (where part workdirs are trained).
+    run: the run name.
+    config: the run's config (JSON data).
+    variants: the labels of its eval-time variants.
+    seeds: the seeds wanted (ascending).
+    seeds_per_part: the most seeds a new part trains together.
+
+  Returns:
+    The parts to train, each a list of consecutive seeds.
 
   Raises:
     ValueError: a seed stored in two parts.
