@@ -92,13 +92,13 @@ def plan(results_dir: str, sweep_dir: str, run: str, config: dict[str, Any],
   for seed in seeds:
     if seed in stored:
       logging.info("%s: seed %d stored in %s, skipping", run, seed, stored[seed])
-  missing = [s for s in seeds if s not in stored]
-  resumable = [g for g in leftover_parts(sweep_dir, run) if all(s in missing for s in g)]
-  for group in resumable:
-    if len(group) != seeds_per_part:
+  leftover = leftover_parts(sweep_dir, run)
+  groups = part_groups([s for s in seeds if s not in stored], seeds_per_part, leftover)
+  for group in groups:
+    if group in leftover and len(group) != seeds_per_part:
       logging.info("%s: resuming %s, left by an earlier session", run,
                    part_name(run, group[0], len(group)))
-  return part_groups(missing, seeds_per_part, resumable)
+  return groups
 
 
 def describe(group: Sequence[int], k: int, num_seeds: int) -> str:
@@ -156,17 +156,20 @@ def stored_parts(table_dir: str) -> dict[str, tuple[list[int], list[int]]]:
   return {run: (sorted(set(done)), seeds) for run, (done, seeds) in found.items()}
 
 
-def _part_infos(table_dir: str, run: str | None = None) -> list[dict[str, Any]]:
-  """The run infos of the parts (of `run`, or of every run) whose records are all stored."""
+def _part_infos(table_dir: str, run: str | None = None, config: dict[str, Any] | None = None,
+                variants: Sequence[str] = ()) -> list[dict[str, Any]]:
+  """The run infos of the parts (of `run`, or of every run) whose records are all stored:
+  those `config` and `variants` name where given, else those each part was made with."""
   directory = os.path.join(parts_dir(table_dir), "runs")
   infos = []
   for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
     with open(os.path.join(directory, name)) as f:
       info = json.load(f)
     of, seeds = info.get("part_of"), run_seeds(info["config"])
+    wanted = ((config, variants) if config is not None
+              else (info["config"], info.get("part_variants", ())))
     if (of and (run is None or of == run) and info["run"] == part_name(of, seeds[0], len(seeds))
-        and store.has_records(parts_dir(table_dir), info["run"], info["config"],
-                        info.get("part_variants", ()))):
+        and store.has_records(parts_dir(table_dir), info["run"], *wanted)):
       infos.append(info)
   return infos
 
@@ -181,10 +184,7 @@ def stored_part_of_seeds(table_dir: str, run: str, config: dict[str, Any] | None
     ValueError: two stored parts hold the same seed (one of them must go).
   """
   found: dict[int, str] = {}
-  for info in _part_infos(table_dir, run):
-    if config is not None and not store.has_records(parts_dir(table_dir), info["run"], config,
-                                              variants):
-      continue
+  for info in _part_infos(table_dir, run, config, variants):
     for seed in run_seeds(info["config"]):
       if seed in found:
         raise ValueError(f"seed {seed} of {run} is stored in two parts in "
@@ -264,7 +264,8 @@ def merge_parts(table_dir: str, run: str, config: dict[str, Any],
     suffix = name[len(run):]  # "", "@random_positions", "@<label>"
     records = [{**r, "run": name, "replica": seeds.index(int(r["seed"]))}
                for part in parts for r in part_records(table_dir, part + suffix)]
-    infos = part_infos if not suffix else [store.read_run_info(source, part + suffix) for part in parts]
+    infos = part_infos if not suffix else [store.read_run_info(source, part + suffix)
+                                           for part in parts]
     run_config = {k: v for k, v in infos[0]["config"].items() if k not in _PART_PROVENANCE}
     run_config.update(seed=seeds[0], num_seeds=len(seeds))
     info = {"run": name, "config": run_config,
@@ -294,8 +295,8 @@ def part_records(table_dir: str, part: str) -> list[Record]:
   seeds = run_seeds(store.read_run_info(source, part)["config"])
   wrong = sorted({r.get("seed") for r in records} - set(seeds), key=str)
   if wrong:
-    raise ValueError(f"{store.record_path(source, part)} holds records of seeds {wrong}, but the "
-                     f"part was trained for seeds {seeds}: not merged")
+    raise ValueError(f"{store.record_path(source, part)} holds records of seeds {wrong}, "
+                     f"but the part was trained for seeds {seeds}: not merged")
   return records
 
 
@@ -311,7 +312,7 @@ def check_parts(table_dir: str, run: str, config: dict[str, Any],
   part_infos = [store.read_run_info(source, part) for part in parts]
   for name, part in zip(parts, part_infos):
     if store.run_identity({**part["config"], "seed": config["seed"],
-                     "num_seeds": config["num_seeds"]}) != wanted:
+                           "num_seeds": config["num_seeds"]}) != wanted:
       raise ValueError(f"{name} in {source} was trained with another config "
                        f"than {run}'s (the sweep changed since?): delete its records and runs "
                        "files there to train it again")
