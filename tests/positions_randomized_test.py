@@ -109,25 +109,23 @@ def test_sample_sizes_by_the_real_tokens_of_a_batch():
 @pytest.mark.parametrize("joint", [True, False])
 def test_eval_positions_have_the_training_distribution(joint):
   """A fixed eval example decoded at random positions (padded to the decode width of a
-  4x eval batch) gets positions distributed as the same example's in a training step."""
+  4x eval batch) gets positions distributed as the same example's in a training step.
+
+  Positions are drawn per example, so `draws` copies of the example in one batch are
+  `draws` independent samples (one train step, one eval sample call)."""
   P, E = vocab.PAD_ID, vocab.EOS_ID
   n_in, n_tgt_tokens, draws = 12, 12, 400
-  inputs = np.array([[5] * n_in + [P] * 4], np.int32)
-  targets = np.array([[6] * n_tgt_tokens + [E]], np.int32)
+  inputs = np.array([[5] * n_in + [P] * 4] * draws, np.int32)
+  targets = np.array([[6] * n_tgt_tokens + [E]] * draws, np.int32)
   sampler = randomized.RandomizedPositions(enabled=True, max_random_position=256)
-  train_max = []
-  for k in range(draws):  # the train step's draws (its own key stream)
-    ipos, tpos = _train_step_positions(joint, inputs, targets, step=k, max_random_position=256)
-    train_max.append(tpos[0, :n_tgt_tokens + 1].max())
+  _, tpos = _train_step_positions(joint, inputs, targets, step=5, max_random_position=256)
+  train_max = tpos[:, :n_tgt_tokens + 1].max(axis=1)
   # Eval: the same example, padded to a wide decode batch; positions from evaluate's sampler.
   wide_inputs = np.pad(inputs, ((0, 0), (0, 60)))
   wide_targets = np.pad(targets, ((0, 0), (0, 70)))
-  key = randomized.eval_key(0, 3, 80)
-  eval_max = []
-  for k in range(draws):
-    ipos, tpos = sampler.sample(jax.random.fold_in(key, k), wide_inputs, wide_targets,
-                                joint=joint)
-    eval_max.append(int(tpos[0, :n_tgt_tokens + 1].max()))
+  _, tpos = sampler.sample(randomized.eval_key(0, 3, 80), wide_inputs, wide_targets, joint=joint)
+  eval_max = np.asarray(tpos)[:, :n_tgt_tokens + 1].max(axis=1)
+  assert len(set(map(int, train_max))) > 10 and len(set(map(int, eval_max))) > 10  # draws differ
   # The target's last position is the largest of the n drawn (joint: input, SEP and target
   # slots; else the target's own sample); for n uniform draws without replacement from
   # [0, 256) its mean is n/(n+1)·257 − 1.
