@@ -23,12 +23,11 @@ the run) per seed. The stored times come from one shared 2-core VM at varying lo
 
 Not listed, on purpose: RoPE's eval-time scalings on addition (rope+add_index_hints
 @dynamic_ntk, @yarn): seed 0 fails in distribution under both, so the rows stay †
-whatever seeds are added; and the randomized addition runs (fire|rope+
-add_index_hints+randomized): their random-position rows were decoded under the
-superseded protocol, and their stored config predates `randomized.eval_draws` (a key
-of the run's identity), so `added_seeds` refuses them: seeds can be added only after
-they are evaluated again under the fixed protocol and stored with that key (or
-trained again).
+whatever seeds are added; and randomized FIRE on addition (fire+add_index_hints+
+randomized): its random-position rows were decoded under the superseded protocol, and
+its stored config predates `randomized.eval_draws` (a key of the run's identity), so
+`added_seeds` refuses it: seeds can be added once its re-run under the fixed protocol
+(results/extrapolation_methods/fixed_protocol/) replaces it, as randomized RoPE's has.
 """
 
 from __future__ import annotations
@@ -111,6 +110,10 @@ CLAIMS = (
           (("extrapolation_methods", "kerple+add_index_hints"),
            ("extrapolation_methods", "alibi+add_index_hints"),
            ("extrapolation_methods", "fire+add_index_hints"))),
+    Claim("extrapolation_methods", "addition: randomized RoPE at random positions vs ALiBi "
+          "at 2×", TWO,
+          (("extrapolation_methods", "rope+add_index_hints+randomized@random_positions"),
+           ("extrapolation_methods", "alibi+add_index_hints"))),
     Claim("extrapolation_methods", "reverse: FIRE vs ALiBi and Kerple (ALiBi's run is "
           "kazemnejad's, copied)", main_table.POOLED_2X,
           (("extrapolation_methods", "fire+reverse"), ("kazemnejad", "alibi+reverse"),
