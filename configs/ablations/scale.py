@@ -78,7 +78,7 @@ d_model 64 the FLOP scaling is a lower bound: small matmuls on a CPU are overhea
 Measured (results/scale/runs/*.json `train_seconds`, 2 AMD EPYC cores): ALiBi on copy
 took 29 min at d_model 64 (2.6× its estimate) against 44 min at d_model 128, on two
 different VMs (the d_model 64 one ran other runs 1.2–1.8× slower than the VM of the
-stored d_model 128 runs), so read the d_model 64 row as 2–3× low.
+stored d_model 128 runs), so read the d_model 64 row as 1.5–3× low.
 Runs over an hour (every d_model 256 run, the budget runs, FIRE) are best trained one
 seed at a time, storing each seed's records as it finishes (docs/evaluation.md; it costs
 about the time of training the seeds together in the stored runs, so the whole table
