@@ -14,6 +14,7 @@ SCHEMES = ("none", "t5", "alibi", "rope", "fire")
 TASKS = ("copy", "scan_length_cutoff_25")
 SIZE = "d_model={d}+num_heads={h}+d_ff={f}"
 BUDGET = "+num_steps=24000+checkpoint_every=4000"
+HEADS = "alibi+copy+d_model={d}+num_heads={h}+head_dim={e}+d_ff={f}"
 
 
 def _runs(spec=SCALE):
@@ -23,13 +24,14 @@ def _runs(spec=SCALE):
 def _expected_names():
   names = [f"{s}+{t}+" + SIZE.format(d=d, h=d // 32, f=4 * d)
            for t in TASKS for d in (64, 128, 256) for s in SCHEMES]
-  return names + [f"{s}+scan_length_cutoff_25+" + SIZE.format(d=128, h=4, f=512) + BUDGET
-                  for s in ("none", "t5", "alibi")]
+  names += [f"{s}+scan_length_cutoff_25+" + SIZE.format(d=128, h=4, f=512) + BUDGET
+            for s in ("none", "t5", "alibi")]
+  return names + [HEADS.format(d=64, h=4, e=16, f=256), HEADS.format(d=128, h=2, e=64, f=512)]
 
 
 def test_the_sweep_is_exactly_the_stated_runs():
   runs = _runs()
-  assert len(runs) == 33
+  assert len(runs) == 35
   assert list(runs) == _expected_names()
 
 
@@ -37,8 +39,9 @@ def test_sizes_steps_seeds_and_recipe():
   for name, config in _runs().items():
     d = config.model.d_model
     assert d in (64, 128, 256), name
+    heads = config.model.num_heads if "head_dim=" in name else d // 32
     npt.assert_equal((config.model.num_layers, config.model.head_dim, config.model.num_heads,
-                      config.model.d_ff), (4, 32, d // 32, 4 * d), err_msg=name)
+                      config.model.d_ff), (4, d // heads, heads, 4 * d), err_msg=name)
     assert config.model.arch == "decoder_only" and config.num_seeds == 3
     assert config.optimizer.learning_rate == 1e-3 and config.batch_size == 64
     budget = name.endswith(BUDGET)
@@ -83,12 +86,32 @@ def test_fire_on_copy_at_128_is_the_extrapolation_methods_run():
           == store.run_identity(workdir.config_json(theirs)))
 
 
+def test_the_heads_control_completes_a_width_by_heads_square_for_alibi_on_copy():
+  """ALiBi's slopes follow the head count: width {64, 128} × heads {2, 4}, all four trained."""
+  runs = _runs()
+  alibi_copy = {(c.model.d_model, c.model.num_heads): c for name, c in runs.items()
+                if name.startswith("alibi+copy+") and c.model.d_model in (64, 128)}
+  assert sorted(alibi_copy) == [(64, 2), (64, 4), (128, 2), (128, 4)]
+  for (d, h), config in alibi_copy.items():
+    assert config.model.num_heads * config.model.head_dim == d  # attention as wide as the model
+  # each control differs from the main run of its width in the heads alone
+  for d, h, main_h in ((64, 4, 2), (128, 2, 4)):
+    control, main = alibi_copy[(d, h)].to_dict(), alibi_copy[(d, main_h)].to_dict()
+    for key in ("num_heads", "head_dim"):
+      control["model"].pop(key), main["model"].pop(key)
+    assert control == main, d
+
+
 def test_smoke_sizes_shrink_in_proportion():
   runs = _runs(SCALE + ":smoke")
-  assert len(runs) == 33
-  sizes = sorted({(c.model.d_model, c.model.num_heads, c.model.d_ff) for c in runs.values()})
-  head_dim = {c.model.head_dim for c in runs.values()}
+  assert len(runs) == 35
+  main = [c for name, c in runs.items() if "head_dim=" not in name]
+  sizes = sorted({(c.model.d_model, c.model.num_heads, c.model.d_ff) for c in main})
+  head_dim = {c.model.head_dim for c in main}
   assert head_dim == {8}
   assert sizes == [(8, 1, 32), (16, 2, 64), (32, 4, 128)]
+  control = sorted((c.model.d_model, c.model.num_heads, c.model.head_dim)
+                   for name, c in runs.items() if "head_dim=" in name)
+  assert control == [(8, 4, 2), (16, 2, 8)]
   steps = sorted({c.num_steps for c in runs.values()})
   assert steps == [6, 24]

@@ -64,15 +64,15 @@ def test_size_points_pool_the_right_column_per_task_and_skip_missing_cells():
   del infos["none+copy+d_model=16"]  # a run without its run info is left out
   points = scale_figures.size_points(records, infos)
   assert set(points) == {"copy", "scan_length"}
-  assert list(points["copy"]) == [("none", 6)]
-  (small,) = points["copy"][("none", 6)]
+  assert list(points["copy"]) == [("none", 6, 8)]
+  (small,) = points["copy"][("none", 6, 8)]
   assert small["d_model"] == 8 and small["column"] == "pooled (L, 2L]"
   npt.assert_allclose(small["interval"].mean, 0.4)
   assert small["interval"].lo < 0.4 < small["interval"].hi
   scan = points["scan_length"]
-  assert sorted(scan) == [("alibi", 6), ("alibi", 24)]
-  assert scan[("alibi", 24)][0]["column"] == "pooled test split"
-  npt.assert_allclose(scan[("alibi", 24)][0]["interval"].mean, 0.9)
+  assert sorted(scan) == [("alibi", 6, 8), ("alibi", 24, 8)]
+  assert scan[("alibi", 24, 8)][0]["column"] == "pooled test split"
+  npt.assert_allclose(scan[("alibi", 24, 8)][0]["interval"].mean, 0.9)
 
 
 def test_size_figure_draws_one_line_per_scheme_with_error_bars():
@@ -90,6 +90,27 @@ def test_size_figure_draws_one_line_per_scheme_with_error_bars():
   # the missing SCAN cells leave one hollow point (unconverged), no error
   (scan_bar,) = [c for c in scan_ax.containers if isinstance(c, container.ErrorbarContainer)]
   assert scan_bar.lines[0].get_markerfacecolor() == "none"
+
+
+def test_another_head_dim_is_its_own_line_and_legend_entry():
+  """The heads control (same width, other heads) is not joined to the main runs' line."""
+  records, infos = _table([("alibi", "copy", d, 6, [0.5, 0.6, 0.7]) for d in SIZES])
+  control_records, control_infos = _table([("alibi", "copy", 16, 6, [0.9, 0.9, 0.9])])
+  control = "alibi+copy+d_model=16+num_heads=4+head_dim=4"
+  for r in control_records:
+    r["run"] = control
+  (info,) = control_infos.values()
+  info["config"]["model"].update(num_heads=4, head_dim=4)
+  points = scale_figures.size_points(records + control_records, {**infos, control: info})
+  assert sorted(points["copy"]) == [("alibi", 6, 4), ("alibi", 6, 8)]
+  assert [p["d_model"] for p in points["copy"][("alibi", 6, 8)]] == [8, 16]
+  fig = scale_figures.size_figure(points)
+  lines = {l.get_gid(): l for l in fig.axes[0].lines if l.get_gid()}
+  assert sorted(lines) == ["alibi@6", "alibi@6@head_dim=4"]
+  npt.assert_allclose(lines["alibi@6@head_dim=4"].get_ydata(), [0.9])
+  assert lines["alibi@6@head_dim=4"].get_linestyle() != lines["alibi@6"].get_linestyle()
+  labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+  assert "main runs" in labels and "head dim 4" in labels
 
 
 def test_scan_figure_has_a_panel_per_size_and_budget(tmp_path):
@@ -128,5 +149,5 @@ def test_the_committed_scale_table_is_listed_with_the_runs_it_stores():
   done, total = results.table_status(table)
   stored = {name[:-len(".jsonl")] for name in os.listdir(os.path.join(table, "records"))
             if name.endswith(".jsonl") and "@" not in name}
-  assert total == 33 and done == len(stored) >= 9  # the 9 d_model 128 cells are reused
-  assert f"`configs/ablations/scale.py`: {done} of 33 runs stored" in results.render(root)
+  assert total == 35 and done == len(stored) >= 9  # the 9 d_model 128 cells are reused
+  assert f"`configs/ablations/scale.py`: {done} of 35 runs stored" in results.render(root)

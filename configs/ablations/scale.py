@@ -19,10 +19,19 @@ validation evaluated, 3 seeds), with:
   (its whole test split);
 - a budget axis: d_model 128 at 4× the steps (24,000; checkpoints every 4,000 so the
   best-by-validation choice is over the same six points of the schedule) for NoPE, T5
-  and ALiBi on SCAN.
+  and ALiBi on SCAN;
+- a heads control: ALiBi on copy at d_model 64 with 4 heads (of 16) and at d_model 128
+  with 2 heads (of 64). ALiBi's slopes follow the head count (2 heads: 1/16 and 1/256;
+  4 heads: 1/4, 1/16, 1/64, 1/256; positions.alibi.alibi_slopes), and head dim 32 ties
+  the head count to the width, so ALiBi's main runs cannot tell a width effect from a
+  slopes effect; with these two the four corners of width {64, 128} × heads {2, 4}
+  are trained (the other two are main runs). Same parameters as the main run of each
+  width (the attention stays d_model wide); the head dim changes with the heads. (The
+  issue asks for head dim 32; these two runs are an addition.)
 
-33 runs: 5 schemes × 2 tasks × 3 sizes, plus 3 budget runs, named
-`<scheme>+<task>+d_model=<d>+num_heads=<h>+d_ff=<f>[+num_steps=24000+checkpoint_every=4000]`.
+35 runs: 5 schemes × 2 tasks × 3 sizes, plus 3 budget runs and 2 heads-control runs,
+named `<scheme>+<task>+d_model=<d>+num_heads=<h>+d_ff=<f>[+num_steps=24000+checkpoint_every=4000]`
+(the heads control adds `+head_dim=<d/h>` after the heads).
 The d_model 128 / 6,000-step runs of NoPE, T5, ALiBi and RoPE have configs identical
 to kazemnejad.py's (tests/configs_scale_test.py checks it), so `--results_dir` copies
 their records from results/kazemnejad/ instead of training them again, and FIRE on
@@ -72,8 +81,10 @@ training per 3-seed run (reused: copied, 0 min):
   SCAN 128                   reused reused reused reused 115
   SCAN 256                   211    217   217    254    272
   SCAN 128, 24,000 steps     215    222   222
+  heads control (ALiBi, copy): about 29 at d_model 64 with 4 heads, 44 at d_model 128
+  with 2 (the measured times of the main ALiBi runs of the same width, below)
 
-About 54 h in all on 2 cores, plus evaluation (about 1 min per run at d_model 128). At
+About 55 h in all on 2 cores, plus evaluation (about 1 min per run at d_model 128). At
 d_model 64 the FLOP scaling is a lower bound: small matmuls on a CPU are overhead-bound.
 Measured (results/scale/runs/*.json `train_seconds`, 2 AMD EPYC cores): ALiBi on copy
 took 29 min at d_model 64 (2.6× its estimate) against 44 min at d_model 128, on two
@@ -108,6 +119,10 @@ SCHEMES = ("none", "t5", "alibi", "rope", "fire")
 TASKS = ("copy", "scan")
 D_MODELS = (64, 128, 256)  # at kazemnejad.py's size; `smoke` scales them with its d_model
 BUDGET_SCHEMES = ("none", "t5", "alibi")
+# ALiBi's slopes follow the head count, which head dim 32 ties to the width: a 2 × 2 of
+# width × heads on copy (the two other corners are the main runs) separates the two.
+HEADS_CONTROL_SCHEME, HEADS_CONTROL_TASK = "alibi", "copy"
+HEADS_CONTROL = ((64, 4), (128, 2))  # (d_model, num_heads), head dim d_model / num_heads
 BUDGET_TASK = "scan"
 BUDGET_MULTIPLE = 4  # the budget runs train 4× the base config's steps (24,000)
 _REFERENCE_D_MODEL = 128  # kazemnejad.py's d_model, to which D_MODELS are relative
@@ -119,7 +134,7 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
 
 
 def get_sweep(arg=None) -> list[dict]:
-  """Task-major, then size, then scheme; the budget runs last."""
+  """Task-major, then size, then scheme; then the budget runs and the heads control."""
   base = get_config(arg)
   scan_data = _KAZEMNEJAD.get_config().data  # replaces the data section whole, as there
   scan_data.update(task="scan", scan_split=_KAZEMNEJAD.SCAN_SPLIT)
@@ -133,7 +148,23 @@ def get_sweep(arg=None) -> list[dict]:
   runs += [{"model.position": _KAZEMNEJAD.position_config(scheme), **tasks[BUDGET_TASK],
             **_size_overrides(base, base.model.d_model), **budget}
            for scheme in BUDGET_SCHEMES]
+  runs += [{"model.position": _KAZEMNEJAD.position_config(HEADS_CONTROL_SCHEME),
+            **tasks[HEADS_CONTROL_TASK], **_heads_overrides(base, d_model, heads)}
+           for d_model, heads in _heads_control(base)]
   return runs
+
+
+def _heads_control(base: ml_collections.ConfigDict) -> list[tuple[int, int]]:
+  """HEADS_CONTROL's (d_model, num_heads), scaled as D_MODELS are (`smoke`)."""
+  return [(d * base.model.d_model // _REFERENCE_D_MODEL, h) for d, h in HEADS_CONTROL]
+
+
+def _heads_overrides(base: ml_collections.ConfigDict, d_model: int, num_heads: int) -> dict:
+  """One size with `num_heads` heads of d_model / num_heads (attention as wide as the model)."""
+  if d_model % num_heads:
+    raise ValueError(f"HEADS_CONTROL: d_model {d_model} does not split into {num_heads} heads")
+  return {"model.d_model": d_model, "model.num_heads": num_heads,
+          "model.head_dim": d_model // num_heads, "model.d_ff": 4 * d_model}
 
 
 def _size_overrides(base: ml_collections.ConfigDict, d_model: int) -> dict:

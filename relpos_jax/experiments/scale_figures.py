@@ -6,8 +6,9 @@ model size (configs/ablations/scale.py):
 * `FIGURE_FILES["size"]`: one panel per task; per scheme, the pooled exact match
   of each run (mean over seeds with its 95% interval, `main_table.cell`: column
   `pooled (L, 2L]`, for SCAN `pooled test split`) against the run's parameter
-  count (log axis), the runs of one scheme and one training budget joined by a
-  line; a longer budget is its own line style and marker (`palette.arm_style`);
+  count (log axis), the runs of one scheme, training budget and head dim joined by
+  a line; a longer budget or another head dim (the heads control) is its own line
+  style and marker (`palette.arm_style`);
 * `FIGURE_FILES["scan"]`: SCAN's exact match per test length, one panel per
   (d_model, budget), one line per scheme (mean over seeds, min–max band).
 
@@ -83,20 +84,20 @@ def pooled_column(records: Sequence[Record]) -> str:
 
 
 def size_points(records: Sequence[Record], run_infos: Mapping[str, Mapping[str, Any]]
-                ) -> dict[str, dict[tuple[str, int], list[dict[str, Any]]]]:
-  """The points of the size figure: per task, per (scheme, training steps), by size.
+                ) -> dict[str, dict[tuple[str, int, int], list[dict[str, Any]]]]:
+  """The points of the size figure: per task, per (scheme, training steps, head dim), by size.
 
   Args:
     records: the table's records.
     run_infos: run name -> its `runs/<run>.json` (the config gives size and steps).
 
   Returns:
-    task -> (scheme, num_steps) -> points sorted by parameter count, each
+    task -> (scheme, num_steps, head_dim) -> points sorted by parameter count, each
     `{"run", "d_model", "parameters", "interval" (main_table.cell; None if
     nothing to pool), "converged"}`. Runs without a run info (no config) and
     eval-time variants (`<run>@...`) are left out.
   """
-  points: dict[str, dict[tuple[str, int], list[dict[str, Any]]]] = {}
+  points: dict[str, dict[tuple[str, int, int], list[dict[str, Any]]]] = {}
   for run, recs in tables.by_run(records).items():
     info = run_infos.get(run)
     if info is None or "@" in run:
@@ -105,7 +106,7 @@ def size_points(records: Sequence[Record], run_infos: Mapping[str, Mapping[str, 
     L = int(recs[0]["max_train_length"])
     lengths = sorted({int(r["length"]) for r in recs})
     ranges = main_table.pooled_ranges(lengths, L, main_table.is_scan(recs))
-    key = (str(recs[0]["scheme"]), int(config["num_steps"]))
+    key = (str(recs[0]["scheme"]), int(config["num_steps"]), int(config["model"]["head_dim"]))
     points.setdefault(str(recs[0]["task"]), {}).setdefault(key, []).append({
         "run": run, "d_model": int(config["model"]["d_model"]),
         "parameters": non_embedding_parameters(config["model"]),
@@ -148,16 +149,25 @@ def _short_count(n: float) -> str:
   return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k" if n >= 1e3 else f"{n:.0f}"
 
 
-def _budget_styles(points: Mapping[str, Mapping[tuple[str, int], Any]]) -> dict[int, int]:
-  """Each training budget's arm number: the shortest budget 0 (solid), then longer ones."""
-  steps = sorted({s for lines in points.values() for _, s in lines})
-  return {s: i for i, s in enumerate(steps)}
+def _arm_styles(points: Mapping[str, Mapping[tuple[str, int, int], Any]]
+                ) -> dict[tuple[int, int], int]:
+  """Each (steps, head dim)'s arm: 0 (solid) the main runs' (shortest budget, usual head dim)."""
+  keys = [(steps, head_dim) for lines in points.values() for _, steps, head_dim in lines]
+  main = (min(s for s, _ in keys), max(set(h for _, h in keys), key=[h for _, h in keys].count))
+  return {k: i for i, k in enumerate([main] + sorted(set(keys) - {main}))}
 
 
-def size_figure(points: Mapping[str, Mapping[tuple[str, int], Sequence[Mapping]]]):
-  """The size figure from `size_points`: one panel per task, one line per (scheme, budget).
+def _arm_label(arm: tuple[int, int], main: tuple[int, int]) -> str:
+  """What sets an arm apart from the main one: `24,000 steps`, `head dim 16`."""
+  parts = [f"{arm[0]:,} steps"] if arm[0] != main[0] else []
+  return ", ".join(parts + ([f"head dim {arm[1]}"] if arm[1] != main[1] else []))
 
-  Each line's `gid` is `<scheme>@<steps>`; each point is an error bar (its 95% interval),
+
+def size_figure(points: Mapping[str, Mapping[tuple[str, int, int], Sequence[Mapping]]]):
+  """The size figure from `size_points`: a panel per task, a line per (scheme, budget, head dim).
+
+  Each line's `gid` is `<scheme>@<steps>` (`<scheme>@<steps>@head_dim=<e>` off the most
+  common head dim); each point is an error bar (its 95% interval),
   hollow where the run has an unconverged seed; a run without an interval is left out.
   The lines of one size are shifted slightly sideways so their bars do not overlap.
 
@@ -167,7 +177,9 @@ def size_figure(points: Mapping[str, Mapping[tuple[str, int], Sequence[Mapping]]
   Returns:
     The matplotlib figure.
   """
-  budgets = _budget_styles(points)
+  arms = _arm_styles(points)
+  main_arm = next(iter(arms))
+  main_head_dim = main_arm[1]
   keys = list(dict.fromkeys(k for lines in points.values() for k in lines))
   # Lines of one size side by side, not on top of each other: a small sideways shift
   # on the log axis (the ticks give the sizes; a size's runs are ~4x from the next).
@@ -175,13 +187,14 @@ def size_figure(points: Mapping[str, Mapping[tuple[str, int], Sequence[Mapping]]
   fig = plots.new_figure(4.2 * len(points) + 2.2, 3.6)
   axes = [fig.add_subplot(1, len(points), i + 1) for i in range(len(points))]
   for ax, (task, lines) in zip(axes, points.items()):
-    for (scheme, steps), line in lines.items():
-      style = palette.arm_style(scheme, budgets[steps])
+    for (scheme, steps, head_dim), line in lines.items():
+      style = palette.arm_style(scheme, arms[(steps, head_dim)])
       drawn = [p for p in line if p["interval"] is not None]
-      x = [p["parameters"] * shift[(scheme, steps)] for p in drawn]
+      x = [p["parameters"] * shift[(scheme, steps, head_dim)] for p in drawn]
       y = [p["interval"].mean for p in drawn]
       ax.plot(x, y, color=style.color, linestyle=style.linestyle, linewidth=1.3,
-              gid=f"{scheme}@{steps}")
+              gid=f"{scheme}@{steps}"
+              + (f"@head_dim={head_dim}" if head_dim != main_head_dim else ""))
       for p, x_p in zip(drawn, x):
         interval = p["interval"]
         ax.errorbar([x_p], [interval.mean],
@@ -204,11 +217,12 @@ def size_figure(points: Mapping[str, Mapping[tuple[str, int], Sequence[Mapping]]
     ax.tick_params(labelsize=8)
   axes[0].set_ylabel("exact match", fontsize=8)
   handles = [plots.legend_line(color=palette.scheme_color(s), linewidth=1.6, label=s)
-             for s in dict.fromkeys(s for lines in points.values() for s, _ in lines)]
-  if len(budgets) > 1:
+             for s in dict.fromkeys(s for lines in points.values() for s, *_ in lines)]
+  if len(arms) > 1:
     handles += [plots.legend_line(color="gray", linestyle=style.linestyle,
-                                   marker=style.marker, label=f"{steps:,} steps")
-                for steps, i in budgets.items() for style in [palette.arm_style("none", i)]]
+                                   marker=style.marker,
+                                   label=_arm_label(arm, main_arm) if i else "main runs")
+                for arm, i in arms.items() for style in [palette.arm_style("none", i)]]
   if any(not p["converged"] for lines in points.values() for line in lines.values()
          for p in line):
     handles.append(plots.legend_line(color="gray", marker="o", markerfacecolor="none",
@@ -217,12 +231,13 @@ def size_figure(points: Mapping[str, Mapping[tuple[str, int], Sequence[Mapping]]
   axes[-1].legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.03, 1.0),
                   borderaxespad=0.0, frameon=False)
   fig.suptitle("Pooled exact match against model size (mean over seeds, 95% interval: "
-               "seeds and eval examples; a size's points spread sideways to stay apart)", fontsize=10, x=0.01, horizontalalignment="left")
+               "seeds and eval examples; a size's points spread sideways to stay apart)",
+               fontsize=10, x=0.01, horizontalalignment="left")
   return fig
 
 
 def scan_figure(records: Sequence[Record], run_infos: Mapping[str, Mapping[str, Any]]):
-  """SCAN's exact match per test length: a panel per (budget, d_model), a line per scheme.
+  """SCAN's exact match per test length: a panel per (budget, d_model, head dim), a line per scheme.
 
   Args:
     records: SCAN records of runs with a run info.
@@ -231,16 +246,20 @@ def scan_figure(records: Sequence[Record], run_infos: Mapping[str, Mapping[str, 
   Returns:
     The matplotlib figure (each line's `gid` is its run).
   """
-  panels: dict[tuple[int, int], dict[str, list[Record]]] = {}
+  panels: dict[tuple[int, int, int], dict[str, list[Record]]] = {}
   for run, recs in tables.by_run(records).items():
-    config = run_infos[run]["config"]
-    panels.setdefault((int(config["num_steps"]), int(config["model"]["d_model"])), {})[run] = recs
+    model = run_infos[run]["config"]["model"]
+    key = (int(run_infos[run]["config"]["num_steps"]), int(model["d_model"]),
+           int(model["head_dim"]))
+    panels.setdefault(key, {})[run] = recs
   order = sorted(panels)  # the shortest budget's sizes first, then longer budgets
+  head_dims = [h for _, _, h in order]
+  usual_head_dim = max(set(head_dims), key=head_dims.count)
   fig = plots.new_figure(3.4 * len(order) + 1.8, 3.2)
   axes = [fig.add_subplot(1, len(order), i + 1) for i in range(len(order))]
   schemes: dict[str, None] = {}
-  for ax, (steps, d_model) in zip(axes, order):
-    for run, recs in panels[(steps, d_model)].items():
+  for ax, (steps, d_model, head_dim) in zip(axes, order):
+    for run, recs in panels[(steps, d_model, head_dim)].items():
       scheme = str(recs[0]["scheme"])
       schemes[scheme] = None
       lengths, _, values_SxL, _ = tables.seed_matrix(recs, "exact_match")
@@ -253,7 +272,8 @@ def scan_figure(records: Sequence[Record], run_infos: Mapping[str, Mapping[str, 
       if len(values_SxL) > 1:
         ax.fill_between(lengths, np.nanmin(values_SxL, axis=0), np.nanmax(values_SxL, axis=0),
                         color=color, alpha=0.13 * faint, linewidth=0)
-    ax.set_title(f"d_model {d_model}, {steps:,} steps", fontsize=9)
+    ax.set_title(f"d_model {d_model}, {steps:,} steps"
+                 + (f", head dim {head_dim}" if head_dim != usual_head_dim else ""), fontsize=9)
     ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3)
     ax.xaxis.get_major_locator().set_params(integer=True)  # lengths are whole actions
