@@ -39,7 +39,16 @@ def test_the_legend_names_cells_resting_on_other_seed_counts(tmp_path):
   _write(tmp_path, "schemes", "t5+copy", [0.5, 0.75, 0.25])
   _write(tmp_path, "schemes", "xl+reverse", [0.5, 0.75, 0.25, 1.0, 0.5])  # seeds added
   text = summary.markdown(summary.summary_cells(str(tmp_path)))
-  assert "mean over 3 seeds (5: xl on reverse) [95% interval" in text
+  assert "mean over 3 seeds (5: xl on encoder: reverse) [95% interval" in text
+  for run in ("rope+copy", "sinusoidal+copy", "learned+copy"):  # 3 seeds stay the common count
+    _write(tmp_path, "schemes", run, [0.5, 0.75, 0.25])
+  _write(tmp_path, "schemes", "fire+reverse", [0.5, 0.75, 0.25, 1.0, 0.5])
+  _write(tmp_path, "schemes", "t5+reverse", [0.5, 0.75, 0.25, 1.0])
+  text = summary.markdown(summary.summary_cells(str(tmp_path)))
+  assert ("mean over 3 seeds (4: t5 on encoder: reverse; 5: fire and xl on encoder: reverse) "
+          "[95% interval") in text
+  for run in ("fire+reverse", "t5+reverse"):
+    _write(tmp_path, "schemes", run, [0.5, 0.75, 0.25])
   _write(tmp_path, "schemes", "xl+reverse", [0.5, 0.75, 0.25])
   assert "mean over 3 seeds [95% interval" in summary.markdown(
       summary.summary_cells(str(tmp_path)))

@@ -63,7 +63,7 @@ def summary_cells(root: str) -> dict[tuple[str, int], tuple[stats.Interval | Non
 
 def markdown(cells) -> str:
   """The summary as a compact markdown table (rows: schemes with any stored cell)."""
-  header = ["scheme"] + [f"{arch.split('-')[0]}: {label}" for arch, _, _, label in COLUMNS]
+  header = ["scheme"] + [_column_name(j) for j in range(len(COLUMNS))]
   rows = []
   for scheme in positions.SCHEMES:
     if not any((scheme, j) in cells for j in range(len(COLUMNS))):
@@ -89,16 +89,31 @@ def markdown(cells) -> str:
 
 
 def _seeds_text(cells) -> str:
-  """`3 seeds`, or `3 seeds (5: copy/alibi, ...)` where some cells rest on another count."""
+  """`3 seeds`, or `3 seeds (5: fire and xl on encoder: copy; ...)` for cells of other counts."""
   counts = {key: interval.n_seeds for key, (interval, _) in cells.items() if interval is not None}
   if not counts:
     return "seeds"
   common = max(sorted(set(counts.values())), key=list(counts.values()).count)
-  others = sorted((n, COLUMNS[j][3], scheme) for (scheme, j), n in counts.items() if n != common)
+  groups: dict[tuple[int, int], list[str]] = {}  # (seeds, column) -> schemes
+  for (scheme, j), n in sorted(counts.items(), key=lambda item: (item[0][1], item[0][0])):
+    if n != common:
+      groups.setdefault((n, j), []).append(scheme)
   text = f"{common} seed{'s' * (common > 1)}"
-  if others:
-    text += " (" + ", ".join(f"{n}: {scheme} on {label}" for n, label, scheme in others) + ")"
+  if groups:
+    text += " (" + "; ".join(f"{n}: {_and(schemes)} on {_column_name(j)}"
+                             for (n, j), schemes in sorted(groups.items())) + ")"
   return text
+
+
+def _column_name(j: int) -> str:
+  """Column j's header, `encoder: copy`."""
+  arch, _, _, label = COLUMNS[j]
+  return f"{arch.split('-')[0]}: {label}"
+
+
+def _and(names: list[str]) -> str:
+  """`a`, `a and b`, `a, b and c`."""
+  return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def figure(cells, path: str) -> None:
