@@ -119,12 +119,12 @@ SCHEMES = ("none", "t5", "alibi", "rope", "fire")
 TASKS = ("copy", "scan")
 D_MODELS = (64, 128, 256)  # at kazemnejad.py's size; `smoke` scales them with its d_model
 BUDGET_SCHEMES = ("none", "t5", "alibi")
+BUDGET_TASK = "scan"
+BUDGET_MULTIPLE = 4  # the budget runs train 4× the base config's steps (24,000)
 # ALiBi's slopes follow the head count, which head dim 32 ties to the width: a 2 × 2 of
 # width × heads on copy (the two other corners are the main runs) separates the two.
 HEADS_CONTROL_SCHEME, HEADS_CONTROL_TASK = "alibi", "copy"
 HEADS_CONTROL = ((64, 4), (128, 2))  # (d_model, num_heads), head dim d_model / num_heads
-BUDGET_TASK = "scan"
-BUDGET_MULTIPLE = 4  # the budget runs train 4× the base config's steps (24,000)
 _REFERENCE_D_MODEL = 128  # kazemnejad.py's d_model, to which D_MODELS are relative
 
 
@@ -139,7 +139,7 @@ def get_sweep(arg=None) -> list[dict]:
   scan_data = _KAZEMNEJAD.get_config().data  # replaces the data section whole, as there
   scan_data.update(task="scan", scan_split=_KAZEMNEJAD.SCAN_SPLIT)
   tasks = {"copy": {"data.task": "copy"}, "scan": {"data": scan_data}}
-  sizes = [d * base.model.d_model // _REFERENCE_D_MODEL for d in D_MODELS]
+  sizes = [_scaled(base, d) for d in D_MODELS]
   runs = [{"model.position": _KAZEMNEJAD.position_config(scheme), **tasks[task],
            **_size_overrides(base, d_model)}
           for task in TASKS for d_model in sizes for scheme in SCHEMES]
@@ -149,25 +149,27 @@ def get_sweep(arg=None) -> list[dict]:
             **_size_overrides(base, base.model.d_model), **budget}
            for scheme in BUDGET_SCHEMES]
   runs += [{"model.position": _KAZEMNEJAD.position_config(HEADS_CONTROL_SCHEME),
-            **tasks[HEADS_CONTROL_TASK], **_heads_overrides(base, d_model, heads)}
-           for d_model, heads in _heads_control(base)]
+            **tasks[HEADS_CONTROL_TASK], **_size_overrides(base, _scaled(base, d), heads)}
+           for d, heads in HEADS_CONTROL]
   return runs
 
 
-def _heads_control(base: ml_collections.ConfigDict) -> list[tuple[int, int]]:
-  """HEADS_CONTROL's (d_model, num_heads), scaled as D_MODELS are (`smoke`)."""
-  return [(d * base.model.d_model // _REFERENCE_D_MODEL, h) for d, h in HEADS_CONTROL]
+def _scaled(base: ml_collections.ConfigDict, d_model: int) -> int:
+  """A d_model of D_MODELS / HEADS_CONTROL at the base's size (`smoke` shrinks it)."""
+  return d_model * base.model.d_model // _REFERENCE_D_MODEL
 
 
-def _heads_overrides(base: ml_collections.ConfigDict, d_model: int, num_heads: int) -> dict:
-  """One size with `num_heads` heads of d_model / num_heads (attention as wide as the model)."""
+def _size_overrides(base: ml_collections.ConfigDict, d_model: int,
+                    num_heads: int | None = None) -> dict:
+  """One size: heads of the base head dim (32), d_ff = 4·d_model; layers and lr as the base.
+
+  With `num_heads` (the heads control): that many heads of d_model / num_heads each,
+  so the attention stays as wide as the model; the head dim becomes a key of the run.
+  """
+  if num_heads is None:
+    return {"model.d_model": d_model, "model.num_heads": d_model // base.model.head_dim,
+            "model.d_ff": 4 * d_model}
   if d_model % num_heads:
     raise ValueError(f"HEADS_CONTROL: d_model {d_model} does not split into {num_heads} heads")
   return {"model.d_model": d_model, "model.num_heads": num_heads,
           "model.head_dim": d_model // num_heads, "model.d_ff": 4 * d_model}
-
-
-def _size_overrides(base: ml_collections.ConfigDict, d_model: int) -> dict:
-  """One size: heads of the base head dim (32), d_ff = 4·d_model; layers and lr as the base."""
-  return {"model.d_model": d_model, "model.num_heads": d_model // base.model.head_dim,
-          "model.d_ff": 4 * d_model}

@@ -153,8 +153,16 @@ def _arm_styles(points: Mapping[str, Mapping[tuple[str, int, int], Any]]
                 ) -> dict[tuple[int, int], int]:
   """Each (steps, head dim)'s arm: 0 (solid) the main runs' (shortest budget, usual head dim)."""
   keys = [(steps, head_dim) for lines in points.values() for _, steps, head_dim in lines]
-  main = (min(s for s, _ in keys), max(set(h for _, h in keys), key=[h for _, h in keys].count))
+  # the usual head dim is the one most runs have (not most lines: a control is one line)
+  head_dims = [head_dim for lines in points.values() for (_, _, head_dim), line in lines.items()
+               for _ in line]
+  main = (min(s for s, _ in keys), _usual(head_dims))
   return {k: i for i, k in enumerate([main] + sorted(set(keys) - {main}))}
+
+
+def _usual(values: Sequence[int]) -> int:
+  """The most common value (the smallest of a tie): the main runs' head dim."""
+  return max(sorted(set(values)), key=list(values).count)
 
 
 def _arm_label(arm: tuple[int, int], main: tuple[int, int]) -> str:
@@ -253,8 +261,7 @@ def scan_figure(records: Sequence[Record], run_infos: Mapping[str, Mapping[str, 
            int(model["head_dim"]))
     panels.setdefault(key, {})[run] = recs
   order = sorted(panels)  # the shortest budget's sizes first, then longer budgets
-  head_dims = [h for _, _, h in order]
-  usual_head_dim = max(set(head_dims), key=head_dims.count)
+  usual_head_dim = _usual([key[2] for key, runs in panels.items() for _ in runs])
   fig = plots.new_figure(3.4 * len(order) + 1.8, 3.2)
   axes = [fig.add_subplot(1, len(order), i + 1) for i in range(len(order))]
   schemes: dict[str, None] = {}
