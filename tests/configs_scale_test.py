@@ -3,7 +3,9 @@
 import pathlib
 
 import numpy.testing as npt
+import pytest
 
+from configs.ablations import scale
 from relpos_jax import workdir
 from relpos_jax.experiments import store
 from relpos_jax.experiments import sweep_spec
@@ -115,3 +117,9 @@ def test_smoke_sizes_shrink_in_proportion():
   assert control == [(8, 4, 2), (16, 2, 8)]
   steps = sorted({c.num_steps for c in runs.values()})
   assert steps == [6, 24]
+
+
+def test_a_heads_control_that_does_not_split_d_model_is_refused(monkeypatch):
+  monkeypatch.setattr(scale, "HEADS_CONTROL", ((64, 3),))
+  with pytest.raises(ValueError, match="d_model 64 does not split into 3 heads"):
+    scale.get_sweep()
