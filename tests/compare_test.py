@@ -122,3 +122,39 @@ def test_passkey_runs_compare_their_accuracy_over_every_depth():
   got = compare.compare(a, b, "2×L")
   assert got.mean == pytest.approx(np.mean([8 / 8 - 1 / 8, 7 / 8 - 1 / 8, 7 / 8 - 2 / 8]))
   assert got.lo > 0 and -1 <= got.lo <= got.hi <= 1
+
+
+def test_difference_of_differences_pairs_each_example_across_four_runs():
+  # A gains 0.5 over B on every seed, C gains 0.125 over D: the interaction is 0.375.
+  a = _run("a", [1.0, 0.75, 0.875], counts=True)
+  b = _run("b", [0.5, 0.25, 0.375], counts=True)
+  c = _run("c", [0.625, 0.5, 0.5], counts=True)
+  d = _run("d", [0.5, 0.375, 0.375], counts=True)
+  got = compare.difference_of_differences(a, b, c, d)
+  assert got.mean == pytest.approx(0.375) and got.n_seeds == 3
+  assert got.lo <= 0.375 <= got.hi and got.p is not None
+  # The same gain in both pairs is no interaction, and swapping the pairs flips its sign.
+  same = compare.difference_of_differences(a, b, a, b)
+  assert same.mean == 0 and same.lo == same.hi == 0
+  assert compare.difference_of_differences(c, d, a, b).mean == pytest.approx(-0.375)
+  # The hand computation: per seed, A − B − (C − D) averaged over examples, then seeds.
+  per_seed = [np.mean(np.array(x["exact_counts"]) - y["exact_counts"]
+                      - (np.array(z["exact_counts"]) - w["exact_counts"]))
+              for x, y, z, w in zip(a, b, c, d) if x["length"] == 30]
+  np.testing.assert_allclose(np.mean(per_seed), got.mean)
+
+
+def test_difference_of_differences_resamples_unlisted_examples_and_refuses_other_grids():
+  a = _run("a", [1.0, 0.75], counts=True)
+  d = _run("d", [0.5, 0.5])  # counts only: its examples are resampled on their own
+  unpaired = compare.difference_of_differences(a, a, a, d)
+  assert unpaired.mean == pytest.approx(np.mean([0.5 - 1.0, 0.5 - 0.75]))  # (A − A) − (A − D)
+  assert unpaired.n_seeds == 2
+  assert unpaired.lo < unpaired.mean < unpaired.hi and unpaired.p is not None
+  paired = compare.difference_of_differences(a, a, a, _run("d", [0.5, 0.5], counts=True))
+  assert paired.mean == pytest.approx(unpaired.mean) and paired != unpaired
+  with pytest.raises(ValueError, match="not comparable"):
+    compare.difference_of_differences(a, a, a, _run("d", [0.5, 0.5], lengths=(10, 40),
+                                                    counts=True))
+  with pytest.raises(ValueError, match="share no seed"):
+    compare.difference_of_differences(a, a, a, [{**r, "seed": r["seed"] + 5} for r in a])

@@ -94,3 +94,21 @@ def test_formatting():
   assert stats.format_p(0.0002) == "< 0.001"
   assert stats.format_difference(stats.Interval(0.5, 0.4, 0.6, 3, 0.0002)) == (
       "+0.50 [0.40, 0.60], p < 0.001")
+
+
+def test_a_contrast_of_one_minus_one_is_the_paired_difference():
+  rng = np.random.default_rng(3)
+  a_S = [rng.integers(0, 2, 40).astype(float) for _ in range(3)]
+  b_S = [rng.integers(0, 2, 40).astype(float) for _ in range(3)]
+  for paired in (True, False):
+    assert (stats.contrast([a_S, b_S], (1.0, -1.0), paired_examples=paired)
+            == stats.paired_difference(a_S, b_S, paired_examples=paired))
+  # (A − B) − (C − D) with C = B and D = A is 2 (A − B), interval and all.
+  double = stats.contrast([a_S, b_S, b_S, a_S], (1.0, -1.0, -1.0, 1.0), paired_examples=True,
+                          bounds=(-2.0, 2.0))
+  once = stats.paired_difference(a_S, b_S, paired_examples=True, bounds=(-2.0, 2.0))
+  np.testing.assert_allclose([double.mean, double.lo, double.hi],
+                             [2 * once.mean, 2 * once.lo, 2 * once.hi])
+  np.testing.assert_allclose(double.p, once.p)
+  with pytest.raises(ValueError, match="weights"):
+    stats.contrast([a_S, b_S], (1.0,), paired_examples=True)

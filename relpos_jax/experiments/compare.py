@@ -27,6 +27,19 @@ from L to 2L (A and B the same run):
 
   python -m relpos_jax.compare results/lm_context none results/lm_context none \
       --column 2×L --column_b 1×L
+
+Whether a change helps one scheme more than another is a difference of differences
+(an interaction): with four runs, (A − B) − (C − D), each example's difference in one
+pair minus its difference in the other, over the seeds all four share
+(`difference_of_differences`, seq2seq runs; paired by example where all four list
+per-example outcomes), e.g.
+whether randomized positions lift RoPE more than FIRE:
+
+  python -m relpos_jax.compare results/extrapolation_methods \
+      rope+add_index_hints+randomized@random_positions \
+      results/extrapolation_methods rope+add_index_hints \
+      results/extrapolation_methods fire+add_index_hints+randomized@random_positions \
+      results/extrapolation_methods fire+add_index_hints
 """
 
 from __future__ import annotations
@@ -124,6 +137,47 @@ def compare(records_a: Sequence[Record], records_b: Sequence[Record],
   return stats.paired_difference(a_S, b_S, paired_examples=paired)
 
 
+def difference_of_differences(records_a: Sequence[Record], records_b: Sequence[Record],
+                              records_c: Sequence[Record], records_d: Sequence[Record],
+                              column: str | None = None) -> stats.Interval:
+  """(A − B) − (C − D) on `column`: whether A gains more over B than C over D.
+
+  Paired by seed (the seeds all four runs share) and, when every run's records list
+  per-example outcomes (`exact_counts`) of the same examples, by eval example: each
+  example's A − B minus its C − D; otherwise each run's examples are resampled on
+  their own (`stats.contrast`).
+
+  Args:
+    records_a, records_b, records_c, records_d: the four runs' records.
+    column: a main-table column (`COLUMNS`; default pooled (L, 2L]).
+
+  Returns:
+    The difference of differences as a `stats.Interval` (with p), bounded by ±2.
+
+  Raises:
+    ValueError: language-model runs, the column covering different lengths in two of
+      the runs, or no seed shared by all four.
+  """
+  runs = (records_a, records_b, records_c, records_d)
+  if any(lm_report.is_lm_records(recs) for recs in runs):
+    raise ValueError("a difference of differences compares seq2seq runs only")
+  column = column or main_table.POOLED_2X
+  lengths = column_lengths(records_a, column)
+  for recs in runs[1:]:
+    if column_lengths(recs, column) != lengths:
+      raise ValueError(f"{column} covers lengths {lengths} in run A but "
+                       f"{column_lengths(recs, column)} in another run: not comparable")
+  by_seed = [main_table.samples_by_seed(recs, lengths) for recs in runs]
+  seeds = sorted(set.intersection(*(set(s) for s in by_seed)))
+  if not seeds:
+    raise ValueError(f"the four runs share no seed with values on {column}")
+  runs_KxS = [[samples[s] for s in seeds] for samples in by_seed]
+  paired = (all(r.get("exact_counts") is not None for recs in runs for r in recs)
+            and all(len({x.shape for x in group}) == 1 for group in zip(*runs_KxS)))
+  return stats.contrast(runs_KxS, (1.0, -1.0, -1.0, 1.0), paired_examples=paired,
+                        bounds=(-2.0, 2.0))
+
+
 def _compare_lm(records_a: Sequence[Record], records_b: Sequence[Record],
                 column: str, column_b: str) -> stats.Interval:
   """`compare` for language-model runs: bits per byte paired by seed and test block,
@@ -187,15 +241,27 @@ _COLUMN_B = flags.DEFINE_string(
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) != 5:
+  if len(argv) not in (5, 9):
     raise app.UsageError("usage: python -m relpos_jax.compare TABLE_A RUN_A TABLE_B RUN_B "
-                         "[--column COLUMN] [--column_b COLUMN]")
+                         "[TABLE_C RUN_C TABLE_D RUN_D] [--column COLUMN] "
+                         "[--column_b COLUMN]")
+  name = lambda table, run: f"{os.path.basename(os.path.normpath(table))}/{run}"
+  if len(argv) == 9:
+    if _COLUMN_B.value:
+      raise app.UsageError("--column_b compares two runs; a difference of differences "
+                           "takes one --column")
+    pairs = list(zip(argv[1::2], argv[2::2]))
+    runs = [run_records(table, run) for table, run in pairs]
+    column = _COLUMN.value or main_table.POOLED_2X
+    interval = difference_of_differences(*runs, column)
+    a, b, c, d = (name(table, run) for table, run in pairs)
+    print(f"({a} − {b}) − ({c} − {d}), {column}: {describe(interval)}")
+    return
   table_a, run_a, table_b, run_b = argv[1:]
   a, b = run_records(table_a, run_a), run_records(table_b, run_b)
   column = _COLUMN.value or default_column(a)
   column_b = _COLUMN_B.value or column
   interval = compare(a, b, column, column_b)
-  name = lambda table, run: f"{os.path.basename(os.path.normpath(table))}/{run}"
   where = column if column_b == column else f"{column} − {column_b}"
   print(f"{name(table_a, run_a)} − {name(table_b, run_b)}, {where}: "
         f"{describe(interval, digits=3 if _is_bits(a) else 2)}"

@@ -23,11 +23,11 @@ the run) per seed. The stored times come from one shared 2-core VM at varying lo
 
 Not listed, on purpose: RoPE's eval-time scalings on addition (rope+add_index_hints
 @dynamic_ntk, @yarn): seed 0 fails in distribution under both, so the rows stay †
-whatever seeds are added; and randomized FIRE on addition (fire+add_index_hints+
-randomized): its random-position rows were decoded under the superseded protocol, and
-its stored config predates `randomized.eval_draws` (a key of the run's identity), so
-`added_seeds` refuses it: seeds can be added once its re-run under the fixed protocol
-(results/extrapolation_methods/fixed_protocol/) replaces it, as randomized RoPE's has.
+whatever seeds are added. Both randomized runs on addition (RoPE's and FIRE's) are
+re-runs under the fixed protocol (results/extrapolation_methods/fixed_protocol/), so
+seeds can be added to them; randomized FIRE against plain FIRE is not listed because
+neither run's seed std reaches 0.10 on the columns compared (at most 0.09, the 0..L−1
+row at 2×), the bar of issue #46, item 6.
 """
 
 from __future__ import annotations

@@ -83,15 +83,19 @@ def _resampled_means(values: np.ndarray, size: int, rng: np.random.Generator) ->
 
 
 def _bootstrap_means(samples_S: Sequence[np.ndarray], n_resamples: int,
-                     rng: np.random.Generator, subtract_S: Sequence[np.ndarray] | None = None
-                     ) -> np.ndarray:
-  """Hierarchical bootstrap: [R] means over resampled seeds of resampled-example means.
+                     rng: np.random.Generator) -> np.ndarray:
+  """Hierarchical bootstrap: [R] means over resampled seeds of resampled-example means."""
+  return _bootstrap_contrast([samples_S], (1.0,), n_resamples, rng)
 
-  With `subtract_S` (unpaired examples of a second run on the same seeds), each
-  resampled seed contributes mean(a*) − mean(b*), its two example sets resampled
-  independently.
+
+def _bootstrap_contrast(runs_KxS: Sequence[Sequence[np.ndarray]], weights_K: Sequence[float],
+                        n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+  """Hierarchical bootstrap of Σ_k w_k · mean(run k's examples): [R] means over seeds.
+
+  Each resampled seed contributes Σ_k w_k · mean(x_k*), every run's examples of that
+  seed resampled independently (unpaired examples of runs on the same seeds).
   """
-  n = len(samples_S)
+  n = len(runs_KxS[0])
   seeds_RxN = rng.integers(0, n, size=(n_resamples, n))
   means_RxN = np.empty((n_resamples, n))
   for s in range(n):
@@ -99,10 +103,8 @@ def _bootstrap_means(samples_S: Sequence[np.ndarray], n_resamples: int,
     k = int(chosen.sum())
     if not k:
       continue
-    means = _resampled_means(samples_S[s], k, rng)
-    if subtract_S is not None:
-      means = means - _resampled_means(subtract_S[s], k, rng)
-    means_RxN[chosen] = means
+    means_RxN[chosen] = sum(w * _resampled_means(run_S[s], k, rng)
+                            for w, run_S in zip(weights_K, runs_KxS))
   return means_RxN.mean(axis=1)
 
 
@@ -194,30 +196,60 @@ def paired_difference(a_S: Sequence[np.ndarray], b_S: Sequence[np.ndarray], *,
   Raises:
     ValueError: different seed counts, no seed, or (paired) different example counts.
   """
-  a_S = [np.asarray(v, float) for v in a_S]
-  b_S = [np.asarray(v, float) for v in b_S]
-  if len(a_S) != len(b_S) or not a_S:
-    raise ValueError(f"a paired comparison needs the same seeds of both runs, got "
-                     f"{len(a_S)} and {len(b_S)}")
-  n = len(a_S)
-  mean = float(np.mean([a.mean() - b.mean() for a, b in zip(a_S, b_S)]))
+  return contrast([a_S, b_S], (1.0, -1.0), paired_examples=paired_examples,
+                  confidence=confidence, n_resamples=n_resamples, seed=seed, bounds=bounds)
+
+
+def contrast(runs_KxS: Sequence[Sequence[np.ndarray]], weights_K: Sequence[float], *,
+             paired_examples: bool, confidence: float = CONFIDENCE,
+             n_resamples: int = N_RESAMPLES, seed: int = RESAMPLING_SEED,
+             bounds: tuple[float, float] = (-1.0, 1.0)) -> Interval:
+  """Σ_k w_k · run k over matching seeds, e.g. (1, −1) for A − B, (1, −1, −1, 1) for
+  (A − B) − (C − D): the contrast, its interval and p (as `paired_difference`).
+
+  Args:
+    runs_KxS: per run, per seed (the same seeds, in the same order), its
+      per-example values.
+    weights_K: each run's weight.
+    paired_examples: every run lists the same eval examples in the same order (then
+      examples are resampled jointly: their per-example contrast); else each run's
+      examples are resampled on their own.
+    confidence, n_resamples, seed, bounds: as for `paired_difference`.
+
+  Returns:
+    The contrast's `Interval`, with `p` (None with one seed).
+
+  Raises:
+    ValueError: a weight count other than the run count, different seed counts, no
+      seed, or (paired) different example counts.
+  """
+  runs = [[np.asarray(v, float) for v in run_S] for run_S in runs_KxS]
+  if len(weights_K) != len(runs):
+    raise ValueError(f"{len(weights_K)} weights for {len(runs)} runs")
+  counts = [len(run_S) for run_S in runs]
+  if len(set(counts)) != 1 or not counts[0]:
+    raise ValueError(f"a paired comparison needs the same seeds of every run, got "
+                     f"{' and '.join(map(str, counts))}")
+  n = counts[0]
+  seed_values_S = np.array([sum(w * run_S[s].mean() for w, run_S in zip(weights_K, runs))
+                            for s in range(n)])
+  mean = float(np.mean(seed_values_S))
   rng = np.random.default_rng(seed)
   if paired_examples:
-    if any(a.shape != b.shape for a, b in zip(a_S, b_S)):
-      raise ValueError("paired examples: each seed needs the same examples in both runs")
-    diffs_S = [a - b for a, b in zip(a_S, b_S)]
+    if any(len({run_S[s].shape for run_S in runs}) != 1 for s in range(n)):
+      raise ValueError("paired examples: each seed needs the same examples in every run")
+    combined_S = [sum(w * run_S[s] for w, run_S in zip(weights_K, runs)) for s in range(n)]
     if n == 1:
-      return _examples_only(diffs_S[0], confidence, n_resamples, seed, bounds)
-    boot_R = _bootstrap_means(diffs_S, n_resamples, rng)
+      return _examples_only(combined_S[0], confidence, n_resamples, seed, bounds)
+    boot_R = _bootstrap_means(combined_S, n_resamples, rng)
   else:
     if n == 1:
-      boot_R = _resampled_means(a_S[0], n_resamples, rng) - _resampled_means(b_S[0],
-                                                                           n_resamples, rng)
+      boot_R = sum(w * _resampled_means(run_S[0], n_resamples, rng)
+                   for w, run_S in zip(weights_K, runs))
       low, high = np.quantile(boot_R, [(1 - confidence) / 2, (1 + confidence) / 2])
       return Interval(mean, max(float(low), bounds[0]), min(float(high), bounds[1]), 1)
-    boot_R = _bootstrap_means(a_S, n_resamples, rng, subtract_S=b_S)
-  seed_diffs_S = np.array([a.mean() - b.mean() for a, b in zip(a_S, b_S)])
-  return _t_interval(mean, boot_R, seed_diffs_S, confidence, bounds)
+    boot_R = _bootstrap_contrast(runs, weights_K, n_resamples, rng)
+  return _t_interval(mean, boot_R, seed_values_S, confidence, bounds)
 
 
 def format_interval(interval: Interval | None, digits: int = 2) -> str:
