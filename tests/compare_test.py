@@ -158,3 +158,21 @@ def test_difference_of_differences_resamples_unlisted_examples_and_refuses_other
                                                     counts=True))
   with pytest.raises(ValueError, match="share no seed"):
     compare.difference_of_differences(a, a, a, [{**r, "seed": r["seed"] + 5} for r in a])
+
+
+def test_the_command_prints_a_difference_of_differences_from_four_stored_runs(tmp_path, capsys):
+  import json
+  from absl import flags
+  if not flags.FLAGS.is_parsed():
+    flags.FLAGS.mark_as_parsed()
+  runs = {"a": [1.0, 0.75, 0.875], "b": [0.5, 0.25, 0.375], "c": [0.625, 0.5, 0.5],
+          "d": [0.5, 0.375, 0.375]}
+  (tmp_path / "records").mkdir()
+  for name, ems in runs.items():
+    lines = [json.dumps(r) for r in _run(name, ems, counts=True)]
+    (tmp_path / "records" / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+  table = str(tmp_path)
+  compare.main(["compare", table, "a", table, "b", table, "c", table, "d"])
+  out = capsys.readouterr().out
+  name = tmp_path.name
+  assert out.startswith(f"({name}/a − {name}/b) − ({name}/c − {name}/d), pooled (L, 2L]: +0.38 [")

@@ -1,4 +1,4 @@
-"""95% intervals over seeds and eval examples, and paired comparisons of two runs.
+"""95% intervals over seeds and eval examples, and paired comparisons of runs.
 
 A table's number is a mean over seeds of each seed's mean over eval examples, so
 it varies with the training seed *and* with the finite eval set. Both enter the
@@ -24,7 +24,9 @@ varying difficulty, as ours do. A comparison of two runs does the same on the
 per-seed differences over matching seeds (paired: the same seed of both runs, and
 the same eval examples when both records list per-example outcomes); its p is the
 two-sided p of t = difference / standard error with n−1 degrees of freedom, so the
-interval excludes 0 exactly when p < 0.05. With one seed the interval holds only the
+interval excludes 0 exactly when p < 0.05. `contrast` does the same for any weighted
+sum of runs over matching seeds, e.g. a difference of differences (A − B) − (C − D),
+whether a change helps one scheme more than another. With one seed the interval holds only the
 eval set's noise (scipy.stats.bootstrap over the examples) and no p is given.
 
 A seed's sample is the per-example values (an example's exact-match rate over its
