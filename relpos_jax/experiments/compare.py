@@ -50,6 +50,7 @@ from typing import Sequence
 
 from absl import app
 from absl import flags
+import numpy as np
 
 from relpos_jax.experiments import lm_report
 from relpos_jax.experiments import main_table
@@ -123,18 +124,32 @@ def compare(records_a: Sequence[Record], records_b: Sequence[Record],
     raise ValueError(f"--column_b {column_b!r} differs from --column {column!r}: only "
                      "language-model runs, whose contexts score the same bytes, compare "
                      "two columns")
-  lengths = column_lengths(records_a, column)
-  if lengths != column_lengths(records_b, column):
-    raise ValueError(f"{column} covers lengths {lengths} in run A but "
-                     f"{column_lengths(records_b, column)} in run B: not comparable")
-  seeds = shared_seeds(records_a, records_b, column)
-  if not seeds:
-    raise ValueError(f"the two runs share no seed with values on {column}")
-  a, b = (main_table.samples_by_seed(recs, lengths) for recs in (records_a, records_b))
-  a_S, b_S = [a[s] for s in seeds], [b[s] for s in seeds]
-  paired = (all(r.get("exact_counts") is not None for r in records_a + records_b)
-            and all(x.shape == y.shape for x, y in zip(a_S, b_S)))
+  (a_S, b_S), paired = _seq2seq_samples((records_a, records_b), column)
   return stats.paired_difference(a_S, b_S, paired_examples=paired)
+
+
+def _seq2seq_samples(runs: Sequence[Sequence[Record]], column: str
+                     ) -> tuple[list[list[np.ndarray]], bool]:
+  """Per run, its per-example values on `column` for each seed all runs share (ascending),
+  and whether the runs' examples pair (every record lists `exact_counts`, equal counts).
+
+  Raises:
+    ValueError: the column covers different lengths in two runs, or no shared seed.
+  """
+  lengths = column_lengths(runs[0], column)
+  for letter, recs in zip("BCD", runs[1:]):
+    if column_lengths(recs, column) != lengths:
+      raise ValueError(f"{column} covers lengths {lengths} in run A but "
+                       f"{column_lengths(recs, column)} in run {letter}: not comparable")
+  by_seed = [main_table.samples_by_seed(recs, lengths) for recs in runs]
+  seeds = sorted(set.intersection(*(set(samples) for samples in by_seed)))
+  if not seeds:
+    count = {2: "two", 4: "four"}.get(len(runs), str(len(runs)))
+    raise ValueError(f"the {count} runs share no seed with values on {column}")
+  runs_KxS = [[samples[s] for s in seeds] for samples in by_seed]
+  paired = (all(r.get("exact_counts") is not None for recs in runs for r in recs)
+            and all(len({x.shape for x in group}) == 1 for group in zip(*runs_KxS)))
+  return runs_KxS, paired
 
 
 def difference_of_differences(records_a: Sequence[Record], records_b: Sequence[Record],
@@ -161,19 +176,7 @@ def difference_of_differences(records_a: Sequence[Record], records_b: Sequence[R
   runs = (records_a, records_b, records_c, records_d)
   if any(lm_report.is_lm_records(recs) for recs in runs):
     raise ValueError("a difference of differences compares seq2seq runs only")
-  column = column or main_table.POOLED_2X
-  lengths = column_lengths(records_a, column)
-  for recs in runs[1:]:
-    if column_lengths(recs, column) != lengths:
-      raise ValueError(f"{column} covers lengths {lengths} in run A but "
-                       f"{column_lengths(recs, column)} in another run: not comparable")
-  by_seed = [main_table.samples_by_seed(recs, lengths) for recs in runs]
-  seeds = sorted(set.intersection(*(set(s) for s in by_seed)))
-  if not seeds:
-    raise ValueError(f"the four runs share no seed with values on {column}")
-  runs_KxS = [[samples[s] for s in seeds] for samples in by_seed]
-  paired = (all(r.get("exact_counts") is not None for recs in runs for r in recs)
-            and all(len({x.shape for x in group}) == 1 for group in zip(*runs_KxS)))
+  runs_KxS, paired = _seq2seq_samples(runs, column or main_table.POOLED_2X)
   return stats.contrast(runs_KxS, (1.0, -1.0, -1.0, 1.0), paired_examples=paired,
                         bounds=(-2.0, 2.0))
 
