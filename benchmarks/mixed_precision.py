@@ -95,7 +95,11 @@ def measure(shape: schemes.Shape, B: int, L: int, *, runs: int, decode_runs: int
   steps = {d: schemes.compile_seeds_steps(seeds_config, num_seeds, dtype=d)[num_seeds]
            for d in DTYPES}
   row = _timed("seeds", steps, lambda p: p.run(), runs, 2, log, ms)
-  row["batch"] = "x".join(str(n) for n in steps[DTYPES[0]].batch["inputs"].shape)
+  # inputs + target width, as the default program's "64x64+64" (a language model's inputs
+  # are one token wide: its window is the targets)
+  batch = steps[DTYPES[0]].batch
+  row["batch"] = ("x".join(str(n) for n in batch["inputs"].shape)
+                  + f"+{batch['targets'].shape[-1]}")
   record["programs"].append(row)
   del steps
 

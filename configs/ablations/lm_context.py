@@ -35,10 +35,11 @@ named rather than `auto` so that every run of the table is bf16 on every machine
 bf16 calibration (results/precision, 2026-12-06) put every bf16 value inside its float32
 interval. A bf16 step took about 0.70x the float32 one at this size on the Intel machine
 with AMX (benchmarks/RESULTS.md), and the stored NoPE run trained its 3 seeds in 21 min
-there; the other run times below were estimated in float32. On a CPU without AMX (an
-AMD EPYC, say) XLA:CPU has no native bf16 dots, so a run is slower than float32 would
-be there (not measured); train.py then warns (relpos_jax/precision.py). Train this
-table on a machine with AMX or an accelerator.
+there; the other run times below were estimated in float32. On a CPU without AMX
+XLA:CPU has no native bf16 dots, so a run is slower than float32 would be there: on 2
+AMD EPYC (Zen 3) cores this size's 3-seed bf16 step took 1.19x the float32 one (1.47 s
+against 1.23 s; benchmarks/records/zen_bf16), about 37 min of training per 3-seed LM
+run; train.py warns (relpos_jax/precision.py), and the run is right, only slower.
 
 Size (configs/lm.py): 4 layers, d_model 128, 4 heads x 32, d_ff 512, 1,500 steps of
 32 windows (passkey: examples) of 128 bytes, AdamW lr 1e-3 (150 warmup steps,
