@@ -33,11 +33,12 @@ def _measure(context: int, num_bytes: int, scheme: str, budget_mib: float) -> di
   from configs import lm as lm_config  # pylint: disable=g-import-not-at-top
   from relpos_jax import architectures  # pylint: disable=g-import-not-at-top
   from relpos_jax import lm_eval  # pylint: disable=g-import-not-at-top
+  from relpos_jax.data import corpus as corpus_lib  # pylint: disable=g-import-not-at-top
   from relpos_jax.data import lm  # pylint: disable=g-import-not-at-top
 
   config = lm_config.get_config(f"scheme={scheme}")
-  corpus = lm.cpython_corpus()
-  model = architectures.make_model(config.model, vocab_size=lm.byte_vocab().size)
+  corpus = corpus_lib.cpython_corpus()
+  model = architectures.make_model(config.model, vocab_size=corpus_lib.byte_vocab().size)
   params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 1), jnp.int32),
                       jnp.ones((1, 8), jnp.int32))["params"]
   ids = corpus.splits["test"]

@@ -5,7 +5,7 @@
   python train.py --config configs/lm.py:scheme=rope,smoke --workdir /tmp/lm   # seconds
 
 Trains on random windows of L = 128 bytes of `lm:cpython`'s training split
-(relpos_jax/data/lm.py; nothing to download or prepare), 4 layers, d_model 128,
+(relpos_jax/data/corpus.py; nothing to download or prepare), 4 layers, d_model 128,
 4 heads x 32, d_ff 512, 1,500 steps of 32 windows, AdamW lr 1e-3. A quick trial
 of this size (issue #48) took about 7 minutes per scheme on 2 CPU cores and
 separated the schemes by 2x the training context. Every kept checkpoint is scored
@@ -32,6 +32,7 @@ from relpos_jax import architectures
 from relpos_jax import config_args
 from relpos_jax import optim
 from relpos_jax import positions
+from relpos_jax.data import corpus as corpus_lib
 from relpos_jax.data import lm
 from relpos_jax.positions import randomized
 
@@ -49,7 +50,7 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
   L = args["train_length"]
 
   config.data = lm.default_config()
-  config.data.task = lm.PREFIX + args["corpus"]
+  config.data.task = corpus_lib.PREFIX + args["corpus"]
   config.data.train_length = L
   config.data.objective = args["objective"]
 
@@ -83,7 +84,7 @@ def get_config(arg=None) -> ml_collections.ConfigDict:
     config.log_every = config.eval_every = config.checkpoint_every = 3
     config.keep_checkpoints = 3
     config.optimizer.warmup_steps = 2
-  config.data.manifest = lm.load_corpus(config.data.task).manifest
+  config.data.manifest = corpus_lib.load_corpus(config.data.task).manifest
   return config
 
 

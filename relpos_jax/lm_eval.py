@@ -1,6 +1,6 @@
 """Language-model evaluation: loss per byte against the eval context, and where it breaks.
 
-For a byte-level LM run (data task `lm:...`, relpos_jax/data/lm.py) trained on
+For a byte-level LM run (data task `lm:...`, relpos_jax/data/corpus.py) trained on
 windows of L bytes, each eval context C in `data.eval_multiples` x L is scored on
 the same leading span of N ids of the test split (`lm.eval_span`: N a multiple of
 the longest C, so every C tiles exactly the same ids):
@@ -51,6 +51,7 @@ import optax
 
 from relpos_jax import evaluate
 from relpos_jax import workdir as workdir_lib
+from relpos_jax.data import corpus as corpus_lib
 from relpos_jax.data import lm
 from relpos_jax.data import passkey as passkey_lib
 from relpos_jax.data import vocab as vocab_lib
@@ -63,7 +64,7 @@ MAX_IDS_PER_PASS = 32_768  # also bounds the other activations (rows x C x d_ff)
 
 def is_lm_config(config: ml_collections.ConfigDict | dict) -> bool:
   """Whether a run config is a byte-level language model (`data.task` starts with `lm:`)."""
-  return str(config["data"]["task"]).startswith(lm.PREFIX)
+  return str(config["data"]["task"]).startswith(corpus_lib.PREFIX)
 
 
 def is_lm_run(workdir: str) -> bool:

@@ -4,7 +4,9 @@ import numpy as np
 import numpy.testing as npt
 import pytest
 
+from relpos_jax.data import corpus as corpus_lib
 from relpos_jax.data import lm
+from relpos_jax.data import passkey
 from relpos_jax.data import pipeline
 from relpos_jax.data.vocab import NUM_SPECIAL, PAD_ID
 
@@ -25,45 +27,45 @@ def _fake_stdlib(root, count=200):
 
 def test_byte_ids_round_trip_and_vocab():
   data = bytes(range(256))
-  ids = lm.encode_bytes(data)
+  ids = corpus_lib.encode_bytes(data)
   npt.assert_array_equal(ids, np.arange(256) + NUM_SPECIAL)
-  assert lm.decode_ids(np.concatenate([[PAD_ID, lm.SEPARATOR_ID], ids])) == data
-  assert lm.byte_vocab().size == NUM_SPECIAL + 256
+  assert corpus_lib.decode_ids(np.concatenate([[PAD_ID, corpus_lib.SEPARATOR_ID], ids])) == data
+  assert corpus_lib.byte_vocab().size == NUM_SPECIAL + 256
 
 
 def test_split_of_is_deterministic_and_roughly_90_5_5():
   names = [f"pkg/mod{i}.py" for i in range(4000)]
-  splits = [lm.split_of(n) for n in names]
-  assert splits == [lm.split_of(n) for n in names]
-  counts = {s: splits.count(s) / len(names) for s in lm.SPLITS}
+  splits = [corpus_lib.split_of(n) for n in names]
+  assert splits == [corpus_lib.split_of(n) for n in names]
+  counts = {s: splits.count(s) / len(names) for s in corpus_lib.SPLITS}
   assert 0.87 < counts["train"] < 0.93 and 0.03 < counts["test"] < 0.07, counts
 
 
 def test_cpython_corpus_excludes_tests_and_splits_disjointly(tmp_path):
   root = _fake_stdlib(tmp_path / "lib")
-  files = lm.cpython_files(root)
+  files = corpus_lib.cpython_files(root)
   rels = [rel for rel, _ in files]
   assert rels == sorted(rels) and len(rels) == 200
   assert not any("excluded" in rel or rel.endswith(".txt") for rel in rels)
-  corpus = lm.cpython_corpus(str(root))
+  corpus = corpus_lib.cpython_corpus(str(root))
   # Every file is in exactly one split, and each split holds its files in sorted order.
-  by_split = {s: [p.read_bytes() for rel, p in files if lm.split_of(rel) == s]
-              for s in lm.SPLITS}
+  by_split = {s: [p.read_bytes() for rel, p in files if corpus_lib.split_of(rel) == s]
+              for s in corpus_lib.SPLITS}
   assert sum(len(v) for v in by_split.values()) == len(files)
   for split, docs in by_split.items():
-    npt.assert_array_equal(corpus.splits[split], lm.join_documents(docs))
+    npt.assert_array_equal(corpus.splits[split], corpus_lib.join_documents(docs))
     assert corpus.manifest["splits"][split]["documents"] == len(docs)
     assert corpus.manifest["splits"][split]["bytes"] == sum(map(len, docs))
   # Deterministic: a rebuild (cache bypassed) gives the same manifest.
-  lm.cpython_corpus.cache_clear()
-  assert lm.cpython_corpus(str(root)).manifest == corpus.manifest
+  corpus_lib.cpython_corpus.cache_clear()
+  assert corpus_lib.cpython_corpus(str(root)).manifest == corpus.manifest
 
 
 def test_the_real_stdlib_corpus_splits_are_disjoint():
-  corpus = lm.cpython_corpus()
-  files = lm.cpython_files()
-  splits = [lm.split_of(rel) for rel, _ in files]
-  for split in lm.SPLITS:
+  corpus = corpus_lib.cpython_corpus()
+  files = corpus_lib.cpython_files()
+  splits = [corpus_lib.split_of(rel) for rel, _ in files]
+  for split in corpus_lib.SPLITS:
     assert corpus.manifest["splits"][split]["documents"] == splits.count(split) > 0
     # documents + one separator each
     assert len(corpus.splits[split]) == (corpus.manifest["splits"][split]["bytes"]
@@ -72,8 +74,8 @@ def test_the_real_stdlib_corpus_splits_are_disjoint():
 
 
 def test_manifest_mismatch_is_refused_in_one_line():
-  manifest = lm.cpython_corpus().manifest
-  lm.check_manifest(manifest, manifest)
+  manifest = corpus_lib.cpython_corpus().manifest
+  corpus_lib.check_manifest(manifest, manifest)
   changed = {**manifest, "python_version": "2.7.18"}
   with pytest.raises(ValueError, match="differs from the one this run was trained on") as e:
     pipeline.make_dataset(task="lm:cpython", seed=0, manifest=changed)
@@ -146,7 +148,7 @@ def test_tfds_text_source(tmp_path):
             tfds_splits=("train", "dev", "heldout"))
   ds = pipeline.make_dataset(**kw)
   test_docs = [f"document {i}: ".encode() + "é".encode() * i + b"abc" * 20 for i in (8, 9)]
-  npt.assert_array_equal(ds.split("test"), lm.join_documents(test_docs))
+  npt.assert_array_equal(ds.split("test"), corpus_lib.join_documents(test_docs))
   assert ds.manifest["splits"]["train"]["documents"] == 6
   assert ds.manifest["source"] == "lm:tfds:toy_text"
   assert ds.train_batch(0, 2)["targets"].shape == (2, 8)
@@ -158,13 +160,12 @@ def test_tfds_text_source(tmp_path):
 
 @pytest.mark.parametrize("depth", [0.0, 0.25, 0.5, 0.75, 1.0])
 def test_passkey_puts_the_key_at_the_asked_depth(depth):
-  from relpos_jax.data import passkey  # pylint: disable=g-import-not-at-top
-  filler = lm.encode_bytes(bytes(range(32, 127)) * 20)
+  filler = corpus_lib.encode_bytes(bytes(range(32, 127)) * 20)
   context = 300
   prompt, answer, at = passkey.make_example(filler, np.random.default_rng(1), context, depth)
   assert len(prompt) + len(answer) == context
-  text = lm.decode_ids(prompt)
-  key = lm.decode_ids(answer)
+  text = corpus_lib.decode_ids(prompt)
+  key = corpus_lib.decode_ids(answer)
   assert len(key) == 5 and key.isdigit()
   sentence = passkey.KEY_SENTENCE % key
   num_filler = context - passkey.overhead()
@@ -172,7 +173,7 @@ def test_passkey_puts_the_key_at_the_asked_depth(depth):
   assert text.endswith(passkey.QUESTION) and text.count(key) == 1
   # The filler around the sentence is one contiguous window of the filler text.
   rest = text[:at] + text[at + len(sentence):-len(passkey.QUESTION)]
-  assert len(rest) == num_filler and rest in lm.decode_ids(filler)
+  assert len(rest) == num_filler and rest in corpus_lib.decode_ids(filler)
 
 
 def test_passkey_batches_are_seeded():

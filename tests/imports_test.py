@@ -14,11 +14,6 @@ EXPERIMENTS = "relpos_jax.experiments"
 # `relpos_jax.experiments.<name>` (runpy); no module may import them.
 COMMAND_ALIASES = ("relpos_jax.results", "relpos_jax.compare", "relpos_jax.sweep")
 MAX_LINES = 500
-# Imports inside a function, each with its reason; nothing else may hide one.
-NESTED_ALLOWED = {
-    # make_dataset returns a PasskeyDataset, which is built from lm's corpus.
-    "relpos_jax.data.lm": ["relpos_jax.data.passkey"],
-}
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -78,7 +73,7 @@ def test_no_import_cycle():
 def test_no_import_inside_a_function():
   _, modules = _graph()
   nested = {name: _imports(path)[1] for name, path in modules.items()}
-  assert {k: v for k, v in nested.items() if v} == NESTED_ALLOWED
+  assert {k: v for k, v in nested.items() if v} == {}
 
 
 def _is_library(name: str) -> bool:

@@ -12,6 +12,7 @@ import pytest
 from relpos_jax import architectures
 from relpos_jax import lm_eval
 from relpos_jax import positions
+from relpos_jax.data import corpus as corpus_lib
 from relpos_jax.data import lm
 from relpos_jax.experiments import lm_report
 from relpos_jax.experiments import stats
@@ -34,7 +35,7 @@ def _dataset(sliding_stride=0, eval_bytes=64):
   rng = np.random.default_rng(0)
   splits = {s: (rng.integers(0, 256, size=n) + NUM_SPECIAL).astype(np.uint16)
             for s, n in (("train", 500), ("validation", 40), ("test", 100))}
-  return lm.LMDataset(lm.Corpus("toy", splits, {}), seed=0, train_length=L,
+  return lm.LMDataset(corpus_lib.Corpus("toy", splits, {}), seed=0, train_length=L,
                       eval_multiples=(1, 2, 4), eval_bytes=eval_bytes, valid_bytes=32,
                       sliding_stride=sliding_stride)
 

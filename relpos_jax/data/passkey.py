@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from relpos_jax.data import lm
+from relpos_jax.data import corpus as corpus_lib
 from relpos_jax.data import vocab as vocab_lib
 
 KEY_DIGITS = 5
@@ -29,6 +29,9 @@ KEY_SENTENCE = b"\n# the pass key is %s. remember it.\n"
 QUESTION = b"\n# what is the pass key? the pass key is "
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 EVAL_SEED = 20_230_501  # eval sets' own seed, never a training seed
+# First word of this module's numpy seeds (lm.py lists the other modules'); eval sets add
+# _EVAL_STREAM as the second word.
+_STREAM = 7
 _EVAL_STREAM = 1
 
 
@@ -63,10 +66,10 @@ def make_example(filler_ids: np.ndarray, rng: np.random.Generator, context: int,
   filler = np.asarray(filler_ids[start:start + num_filler], np.int32)
   key = b"%05d" % int(rng.integers(0, 10**KEY_DIGITS))
   at = int(round(depth * num_filler))
-  sentence = lm.encode_bytes(KEY_SENTENCE % key).astype(np.int32)
+  sentence = corpus_lib.encode_bytes(KEY_SENTENCE % key).astype(np.int32)
   prompt = np.concatenate([filler[:at], sentence, filler[at:],
-                           lm.encode_bytes(QUESTION).astype(np.int32)])
-  return prompt, lm.encode_bytes(key).astype(np.int32), at
+                           corpus_lib.encode_bytes(QUESTION).astype(np.int32)])
+  return prompt, corpus_lib.encode_bytes(key).astype(np.int32), at
 
 
 def batch_of(examples: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> dict[str, np.ndarray]:
@@ -81,7 +84,7 @@ class PasskeyDataset:
   """Passkey examples over an LM corpus, with the training interface of `pipeline.Dataset`.
 
   Attributes:
-    vocab: `lm.byte_vocab()`.
+    vocab: `corpus.byte_vocab()`.
     train_length: L (training examples are L bytes).
     eval_contexts: C values of the eval sets.
     depths: the eval depths.
@@ -90,10 +93,10 @@ class PasskeyDataset:
 
   num_train_examples = None
 
-  def __init__(self, corpus: lm.Corpus, *, seed: int, train_length: int,
+  def __init__(self, corpus: corpus_lib.Corpus, *, seed: int, train_length: int,
                eval_multiples: Sequence[int], eval_examples: int,
                depths: Sequence[float] = DEPTHS):
-    self.vocab = lm.byte_vocab()
+    self.vocab = corpus_lib.byte_vocab()
     self.corpus = corpus
     self.seed = int(seed)
     self.train_length = int(train_length)
@@ -119,7 +122,7 @@ class PasskeyDataset:
     if step < 0 or batch_size < 1:
       raise ValueError(f"need step >= 0 and batch_size >= 1, got step={step}, "
                        f"batch_size={batch_size}")
-    rng = np.random.default_rng([lm.PASSKEY_STREAM, self.seed, int(step)])
+    rng = np.random.default_rng([_STREAM, self.seed, int(step)])
     return batch_of([make_example(self.split("train"), rng, self.train_length, rng.random())
                      for _ in range(batch_size)])
 
@@ -137,7 +140,7 @@ class PasskeyDataset:
 
     Seeded by (seed, context, depth) only: the same for every training seed.
     """
-    rng = np.random.default_rng([lm.PASSKEY_STREAM, _EVAL_STREAM, seed, int(context),
+    rng = np.random.default_rng([_STREAM, _EVAL_STREAM, seed, int(context),
                                  int(round(depth * 1000))])
     return batch_of([make_example(self.split("train"), rng, context, depth)
                      for _ in range(num_examples or self.eval_examples)])

@@ -38,6 +38,7 @@ import ml_collections
 import numpy as np
 
 from relpos_jax.data import batching
+from relpos_jax.data import corpus as corpus_lib
 from relpos_jax.data import finite
 from relpos_jax.data import lm
 from relpos_jax.data import scan
@@ -287,7 +288,7 @@ def make_dataset(*, task: str = "copy", seed: int, vocab_size: int = 10,
       num_validation_examples < 1, validation_fraction outside (0, 1).
     FileNotFoundError: a "tfds:" dataset that is not in tfds_data_dir.
   """
-  if task.startswith(lm.PREFIX):
+  if task.startswith(corpus_lib.PREFIX):
     return lm.make_dataset(task=task, seed=seed, tfds_data_dir=tfds_data_dir, **lm_options)
   if lm_options:
     raise ValueError(f"unknown data config keys {sorted(lm_options)} for task {task!r}")
@@ -322,8 +323,8 @@ def default_config() -> ml_collections.ConfigDict:
 
 def _check_common(task: str, seed: int, length_buckets: Sequence[int]) -> tuple[int, ...]:
   """Validates what every source shares; returns the buckets as a sorted tuple."""
-  valid = list(tasks.TASKS) + ["scan", f"{TFDS_PREFIX}<name>", f"{lm.PREFIX}{lm.CPYTHON}",
-                               f"{lm.PREFIX}{lm.TFDS_PREFIX}<name>"]
+  valid = list(tasks.TASKS) + ["scan", f"{TFDS_PREFIX}<name>", f"{corpus_lib.PREFIX}{corpus_lib.CPYTHON}",
+                               f"{corpus_lib.PREFIX}{corpus_lib.TFDS_PREFIX}<name>"]
   if task not in tasks.TASKS and task != "scan" and not (
       task.startswith(TFDS_PREFIX) and len(task) > len(TFDS_PREFIX)):
     raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(valid)}")

@@ -25,6 +25,7 @@ from relpos_jax import evaluate
 from relpos_jax import lm_eval
 from relpos_jax import provenance
 from relpos_jax import workdir as workdir_lib
+from relpos_jax.data import corpus as corpus_lib
 from relpos_jax.data import lm
 from relpos_jax.data import passkey as passkey_lib
 from relpos_jax.data import pipeline
@@ -155,7 +156,7 @@ def evaluate_workdir(workdir: str, out_dir: str | None = None, *, run: str | Non
   base = {"run": name + variant, "scheme": config.model.position.name,
           "task": config.data.task, "train_length": dataset.train_length,
           "checkpoint_rule": rule, "overrides": list(opts.overrides),
-          "manifest": lm.plain_json(dataset.manifest),
+          "manifest": corpus_lib.plain_json(dataset.manifest),
           "provenance": provenance.provenance()}
   records = []
   is_passkey = isinstance(dataset, passkey_lib.PasskeyDataset)
