@@ -3,6 +3,7 @@
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
 from relpos_jax.experiments import more_seeds
@@ -16,7 +17,7 @@ def test_every_listed_row_is_stored_and_every_run_can_take_the_seeds():
     for table, row in claim.rows:
       values = more_seeds.seed_values(RESULTS, table, row, claim.column)
       assert len(values) >= 3, (table, row)
-  runs = more_seeds.runs_to_extend()
+  runs = more_seeds.runs_to_extend(RESULTS)
   assert len(runs) == len(set(runs)) and ("schemes", "xl+reverse") in runs
   assert ("extrapolation_methods", "rope+copy") in runs  # its @yarn row's run
   for table, run in runs:
@@ -41,6 +42,21 @@ def _info(table, name, *, train, evaluation, arch="encoder_decoder", parts=None,
   store.write_run_info(str(table), name, info)
 
 
+def test_a_claim_needs_seeds_only_while_a_row_spreads_past_the_bar():
+  high, low = ("schemes", "xl+reverse"), ("kazemnejad", "t5+reverse")  # std 0.17 and 0.02
+  column = more_seeds.main_table.POOLED_2X
+  for row in (high, low):
+    values = more_seeds.seed_values(RESULTS, *row, column)
+    assert more_seeds.seed_std(values) == pytest.approx(np.std(values, ddof=1))
+  spread = more_seeds.Claim("t", "high vs low", column, (high, low))
+  narrow = more_seeds.Claim("t", "low alone", column, (low,))
+  assert more_seeds.needs_seeds(RESULTS, spread) and not more_seeds.needs_seeds(RESULTS, narrow)
+  assert more_seeds.runs_to_extend(RESULTS, [spread, narrow]) == [
+      ("schemes", "xl+reverse"), ("kazemnejad", "t5+reverse")]
+  assert more_seeds.runs_to_extend(RESULTS, [narrow]) == []
+  assert more_seeds.seed_std([0.5]) == 0.0
+
+
 def test_the_estimate_rests_on_the_stored_times(tmp_path):
   table = tmp_path / "t"
   _info(table, "vmapped", train=2570.0, evaluation=30.0)
@@ -60,7 +76,7 @@ def test_the_estimate_rests_on_the_stored_times(tmp_path):
 def test_the_list_renders_from_the_committed_records():
   text = more_seeds.markdown(RESULTS, 5)
   assert "schemes/xl+reverse: 0.21, 0.39, 0.89" in text  # seeds 0-2, however many are added
-  for table, run in more_seeds.runs_to_extend():
+  for table, run in more_seeds.runs_to_extend(RESULTS):
     assert f"--runs {run} --config.num_seeds=5`" in text and f"| {table}/{run} |" in text
   with open(f"{RESULTS}/t5_buckets/{store.TABLE_FILE}") as f:
     assert json.load(f)["config"] in text
