@@ -1,4 +1,4 @@
-"""The byte-level corpora (data/corpus.py): byte ids, the path-hash split, the manifest, TFDS text."""
+"""The byte-level corpora (data/corpus.py): byte ids, path-hash split, manifest, TFDS text."""
 
 import numpy as np
 import numpy.testing as npt

@@ -155,7 +155,8 @@ def make_dataset(*, task: str, seed: int, train_length: int = 128,
                  valid_bytes: int = 16_384, sliding_stride: int = 0, objective: str = "lm",
                  passkey_examples: int = 32, manifest: Mapping[str, Any] | None = None,
                  tfds_data_dir: str | None = "", tfds_text_key: str = "text",
-                 tfds_splits: Sequence[str] = corpus_lib.SPLITS) -> LMDataset | passkey.PasskeyDataset:
+                 tfds_splits: Sequence[str] = corpus_lib.SPLITS
+                 ) -> LMDataset | passkey.PasskeyDataset:
   """The `LMDataset` of an `lm:` task (a `passkey.PasskeyDataset` with objective "passkey").
 
   Config errors are raised before the corpus is read.

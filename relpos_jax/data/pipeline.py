@@ -323,8 +323,9 @@ def default_config() -> ml_collections.ConfigDict:
 
 def _check_common(task: str, seed: int, length_buckets: Sequence[int]) -> tuple[int, ...]:
   """Validates what every source shares; returns the buckets as a sorted tuple."""
-  valid = list(tasks.TASKS) + ["scan", f"{TFDS_PREFIX}<name>", f"{corpus_lib.PREFIX}{corpus_lib.CPYTHON}",
-                               f"{corpus_lib.PREFIX}{corpus_lib.TFDS_PREFIX}<name>"]
+  lm_prefix = corpus_lib.PREFIX
+  valid = list(tasks.TASKS) + ["scan", f"{TFDS_PREFIX}<name>", f"{lm_prefix}{corpus_lib.CPYTHON}",
+                               f"{lm_prefix}{corpus_lib.TFDS_PREFIX}<name>"]
   if task not in tasks.TASKS and task != "scan" and not (
       task.startswith(TFDS_PREFIX) and len(task) > len(TFDS_PREFIX)):
     raise ValueError(f"unknown task {task!r}; choose one of: {', '.join(valid)}")
