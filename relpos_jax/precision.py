@@ -58,12 +58,19 @@ def bf16_dots_fast(backend: str | None = None, flags: frozenset[str] | None = No
 
 @functools.lru_cache(maxsize=None)
 def _auto() -> tuple[str, str]:
-  """The dtype `auto` stands for on this process's backend, and why (logged once)."""
+  """The dtype `auto` stands for on this process's backend, and why."""
   fast, reason = bf16_dots_fast()
-  name = "bfloat16" if fast else "float32"
-  logging.info("model.dtype 'auto' means %s on this machine (a run with another dtype set "
-               "keeps it): %s", name, reason)
-  return name, reason
+  return ("bfloat16" if fast else "float32"), reason
+
+
+@functools.lru_cache(maxsize=None)
+def _log_auto() -> str:
+  """Logs once, where a config resolves `auto`, what it means here; the dtype."""
+  # Not logged by `record()`: every run record reads it, and a bf16 run's log saying
+  # "auto means float32" reads as if the run were float32.
+  name, reason = _auto()
+  logging.info("model.dtype 'auto' means %s on this machine: %s", name, reason)
+  return name
 
 
 @functools.lru_cache(maxsize=None)
@@ -88,7 +95,7 @@ def resolve(name: str) -> str:
   """
   if name == "bfloat16":
     _warn_named_bf16()
-  return _auto()[0] if name == "auto" else name
+  return _log_auto() if name == "auto" else name
 
 
 def record() -> dict[str, str]:

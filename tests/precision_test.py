@@ -355,8 +355,10 @@ def test_bf16_train_step_runs_on_the_data_parallel_mesh(tmp_path):
 def fresh_auto():
   """Clears the once-per-process `auto` choice before and after the test."""
   precision._auto.cache_clear()
+  precision._log_auto.cache_clear()
   yield
   precision._auto.cache_clear()
+  precision._log_auto.cache_clear()
 
 
 @pytest.mark.parametrize("fast,want", [(False, jnp.float32), (True, jnp.bfloat16)])
@@ -371,6 +373,17 @@ def test_auto_follows_the_capability_check(monkeypatch, fresh_auto, fast, want):
   kv = {leaf.dtype for path, leaf in jax.tree_util.tree_leaves_with_path(cache)
         if "cached_key" in jax.tree_util.keystr(path)}
   assert kv == {jnp.dtype(want)}  # the model really computes in the chosen dtype
+
+
+def test_auto_is_logged_where_resolved_not_where_recorded(monkeypatch, fresh_auto):
+  monkeypatch.setattr(precision, "bf16_dots_fast", lambda: (False, "forced by the test"))
+  logged = []
+  monkeypatch.setattr(precision.logging, "info", lambda msg, *args: logged.append(msg % args))
+  precision.record()  # every run record reads it, a bf16 run's too: no "auto means" line
+  assert logged == []
+  assert precision.resolve("bfloat16") == "bfloat16" and logged == []
+  assert precision.resolve("auto") == precision.resolve("auto") == "float32"
+  assert logged == ["model.dtype 'auto' means float32 on this machine: forced by the test"]
 
 
 @pytest.mark.parametrize("fast", [False, True])
