@@ -176,6 +176,28 @@ def test_report_files_and_interval(tmp_path):
   assert blocked.lo < 1.1 and blocked.hi > 1.3
 
 
+def test_figures_put_the_trained_runs_and_each_kind_of_eval_variant_in_panels(tmp_path):
+  runs = ["none", "none@length_scaled", "rope", "rope@dynamic_ntk", "rope@length_scaled",
+          "rope@pi", "rope@yarn", "alibi", "alibi@length_scaled"]
+  panels = lm_report.figure_panels(runs)
+  assert [(runs, faint) for _, runs, faint in panels] == [
+      (["none", "rope", "alibi"], []),
+      (["none@length_scaled", "rope@length_scaled", "alibi@length_scaled"], []),
+      (["rope@dynamic_ntk", "rope@pi", "rope@yarn"], ["rope"])]
+  assert "@length_scaled" in panels[1][0] and "faint: rope as trained" in panels[2][0]
+  assert lm_report.figure_panels(["a"]) == [("as trained", ["a"], [])]
+  # A variant whose trained run is not stored is drawn without a faint reference.
+  assert lm_report.figure_panels(["rope@yarn"])[0][1:] == (["rope@yarn"], [])
+  rows = [{"run": run, "scheme": run.partition("@")[0], "mode": "nonoverlapping",
+           "context": C, "train_length": 4, "seed": seed, "bits_per_byte": 1.0 + seed / 10,
+           "perplexity": 2.0, "eval_bytes": 64, "stride": 0, "error": None,
+           "position_loss": [0.7] * C}
+          for run in runs for C in (4, 8) for seed in range(2)]
+  for key in ("plot", "position_plot"):
+    path = lm_report.write_report(rows, str(tmp_path))[key]
+    assert os.path.getsize(path) > 0
+
+
 @pytest.mark.slow
 def test_train_and_eval_end_to_end(tmp_path):
   workdir = str(tmp_path / "lm")
