@@ -14,6 +14,7 @@ from relpos_jax import lm_eval
 from relpos_jax import positions
 from relpos_jax.data import corpus as corpus_lib
 from relpos_jax.data import lm
+from relpos_jax.experiments import lm_figures
 from relpos_jax.experiments import lm_report
 from relpos_jax.experiments import stats
 from relpos_jax.data.vocab import NUM_SPECIAL, PAD_ID
@@ -179,15 +180,15 @@ def test_report_files_and_interval(tmp_path):
 def test_figures_put_the_trained_runs_and_each_kind_of_eval_variant_in_panels(tmp_path):
   runs = ["none", "none@length_scaled", "rope", "rope@dynamic_ntk", "rope@length_scaled",
           "rope@pi", "rope@yarn", "alibi", "alibi@length_scaled"]
-  panels = lm_report.figure_panels(runs)
+  panels = lm_figures.figure_panels(runs)
   assert [(runs, faint) for _, runs, faint in panels] == [
       (["none", "rope", "alibi"], []),
       (["none@length_scaled", "rope@length_scaled", "alibi@length_scaled"], []),
       (["rope@dynamic_ntk", "rope@pi", "rope@yarn"], ["rope"])]
   assert "@length_scaled" in panels[1][0] and "faint: rope as trained" in panels[2][0]
-  assert lm_report.figure_panels(["a"]) == [("as trained", ["a"], [])]
+  assert lm_figures.figure_panels(["a"]) == [("as trained", ["a"], [])]
   # A variant whose trained run is not stored is drawn without a faint reference.
-  assert lm_report.figure_panels(["rope@yarn"])[0][1:] == (["rope@yarn"], [])
+  assert lm_figures.figure_panels(["rope@yarn"])[0][1:] == (["rope@yarn"], [])
   rows = [{"run": run, "scheme": run.partition("@")[0], "mode": "nonoverlapping",
            "context": C, "train_length": 4, "seed": seed, "bits_per_byte": 1.0 + seed / 10,
            "perplexity": 2.0, "eval_bytes": 64, "stride": 0, "error": None,

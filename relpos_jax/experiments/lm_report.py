@@ -9,7 +9,7 @@ that are the interval's eval examples; "n/a" where the scheme cannot encode the
 context), the same as CSV, bits per byte
 against context (log-2 axis) and the loss by position within the longest window
 (seeds averaged). Both figures draw one line per run in stacked panels that share
-their axes (`figure_panels`): the runs as trained first, then their eval-time
+their axes (`lm_figures.figure_panels`): the runs as trained first, then their eval-time
 variants, so that a full table (ten schemes, each length-scaled, and RoPE's
 scalings) stays readable.
 
@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from relpos_jax.experiments import palette
+from relpos_jax.experiments import lm_figures
 from relpos_jax.experiments import plots
 from relpos_jax.experiments import records as records_lib
 from relpos_jax.experiments import stats
@@ -203,135 +203,6 @@ def write_csv(records: Sequence[Record], path: str) -> None:
     writer.writerows(rows)
 
 
-def figure_panels(runs: Sequence[str]) -> list[tuple[str, list[str], list[str]]]:
-  """The LM figures' panels: `(title, runs drawn, runs drawn faint for reference)`.
-
-  The runs as trained come first, one line per scheme. The eval-time variants
-  (`<run>@<label>`) follow, one panel per label (length-scaled attention of every
-  scheme, compared against the first panel's lines on the shared axes); labels whose
-  runs all vary one trained run are that run's panel (RoPE's PI, NTK and YaRN), with
-  the trained run drawn faint beside them.
-
-  Args:
-    runs: run names, in table order.
-
-  Returns:
-    The panels in order; one panel when no run is a variant.
-  """
-  plain = [r for r in runs if "@" not in r]
-  by_label: dict[str, list[str]] = {}
-  for run in runs:
-    if "@" in run:
-      by_label.setdefault(run.partition("@")[2], []).append(run)
-  panels = [("as trained", plain, [])] if plain else []
-  by_base: dict[str, list[str]] = {}
-  for label, members in by_label.items():
-    bases = {m.partition("@")[0] for m in members}
-    if len(bases) == 1:
-      by_base.setdefault(bases.pop(), []).extend(members)
-    else:
-      panels.append((f"eval-time @{label}", members, []))
-  for base, members in by_base.items():
-    labels = ", ".join("@" + m.partition("@")[2] for m in members)
-    panels.append((f"{base} at eval: {labels} (faint: {base} as trained)", members,
-                   [base] if base in plain else []))
-  return panels
-
-
-def _panel_axes(fig, count: int):
-  """`count` stacked axes sharing x and y."""
-  axes = fig.subplots(count, 1, sharex=True, sharey=True, squeeze=False)[:, 0]
-  return list(axes)
-
-
-def bpb_vs_context(records: Sequence[Record], path: str) -> str:
-  """Bits per byte against eval context (log-2 axis), one line per run (non-overlapping),
-  in the panels of `figure_panels`."""
-  rows = [r for r in summary_rows(records) if r["mode"] == "nonoverlapping"]
-  drawn = [run for run in dict.fromkeys(r["run"] for r in rows)
-           if any(r["run"] == run and r["num_seeds"] for r in rows)]
-  panels = figure_panels(drawn) or [("", [], [])]
-  fig = plots.new_figure(7.4, 0.6 + 2.9 * len(panels))
-  train = {r["train_length"] for r in records}
-  contexts = sorted({r["context"] for r in rows})
-  for ax, (title, runs, faint) in zip(_panel_axes(fig, len(panels)), panels):
-    for run in [*faint, *runs]:
-      mine = [r for r in rows if r["run"] == run and r["num_seeds"]]
-      x = [r["context"] for r in mine]
-      y = np.array([r["bits_per_byte"] for r in mine])
-      style = _style(run, mine[0]["scheme"], rows)
-      weight = {"alpha": 0.35, "label": f"{run} (as trained)"} if run in faint else {
-          "label": run}
-      ax.plot(x, y, **{"marker": "o", **style, **weight})
-      lo, hi = (np.array([r[k] for r in mine]) for k in ("ci95_low", "ci95_high"))
-      if run not in faint and (hi > lo).any():
-        ax.fill_between(x, lo, hi, alpha=0.15, color=style.get("color"))
-    for length in train:
-      ax.axvline(length, color="gray", linestyle=":", linewidth=1)
-    ax.set_xscale("log", base=2)
-    ax.set_ylabel("bits per byte (test)")
-    ax.set_title(title, loc="left", fontsize=9)
-    if runs:
-      ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-  ax.set_xticks(contexts, [str(c) for c in contexts])
-  ax.minorticks_off()
-  ax.set_xlabel("eval context (bytes; dotted: training context)")
-  fig.suptitle("Bits per byte against eval context", x=0.02, ha="left")
-  return plots.save_png(fig, path)
-
-
-def loss_vs_position(records: Sequence[Record], path: str) -> str:
-  """Mean loss (bits) at each position of the longest non-overlapping window, one line per
-  run, in the panels of `figure_panels`."""
-  usable = [r for r in records if r["mode"] == "nonoverlapping" and r.get("position_loss")]
-  longest = max((int(r["context"]) for r in usable), default=0)
-  drawn = [run for run in dict.fromkeys(r["run"] for r in usable)
-           if any(r["run"] == run and int(r["context"]) == longest for r in usable)]
-  panels = figure_panels(drawn) or [("", [], [])]
-  fig = plots.new_figure(7.4, 0.6 + 2.9 * len(panels))
-  for ax, (title, runs, faint) in zip(_panel_axes(fig, len(panels)), panels):
-    for run in [*faint, *runs]:
-      mine = [r for r in usable if r["run"] == run and int(r["context"]) == longest]
-      curve = np.mean([r["position_loss"] for r in mine], axis=0) / math.log(2.0)
-      style = {k: v for k, v in _style(run, mine[0].get("scheme"), usable).items()
-               if k != "marker"}
-      weight = {"alpha": 0.35, "label": f"{run} (as trained)"} if run in faint else {
-          "label": run}
-      ax.plot(np.arange(len(curve)), _smooth(curve), linewidth=1, **style, **weight)
-    for length in {r["train_length"] for r in records}:
-      ax.axvline(length, color="gray", linestyle=":", linewidth=1)
-    ax.set_ylabel("loss (bits), moving mean of 16")
-    ax.set_title(title, loc="left", fontsize=9)
-    if runs:
-      ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-  ax.set_xlabel(f"position within a window of {longest} bytes (dotted: training context)")
-  fig.suptitle("Loss by position in the window", x=0.02, ha="left")
-  return plots.save_png(fig, path)
-
-
-def _style(run: str, scheme: str | None, rows: Sequence[Record]) -> dict[str, Any]:
-  """A run's plot keywords: its scheme's colour (`palette`), each eval variant its own style.
-
-  The variants (`@label`) of the figure's runs are numbered in order of appearance
-  (the plain run is variant 0); a scheme the registry does not know draws in
-  matplotlib's own colours.
-  """
-  arms = palette.arm_indices([r["run"].partition("@")[2] for r in rows])
-  try:
-    style = palette.arm_style(scheme, arms[run.partition("@")[2]])
-  except ValueError:
-    return {}
-  return {"color": style.color, "linestyle": style.linestyle, "marker": style.marker}
-
-
-def _smooth(curve: np.ndarray, width: int = 16) -> np.ndarray:
-  """Moving mean over up to `width` positions (shorter at the start)."""
-  cumulative = np.concatenate([[0.0], np.cumsum(curve)])
-  idx = np.arange(1, len(curve) + 1)
-  lo = np.maximum(0, idx - width)
-  return (cumulative[idx] - cumulative[lo]) / (idx - lo)
-
-
 def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
   """Writes `REPORT_FILES` to `out_dir` (created); returns key -> path."""
   os.makedirs(out_dir, exist_ok=True)
@@ -340,8 +211,9 @@ def write_report(records: Sequence[Record], out_dir: str) -> dict[str, str]:
   with open(paths["tables"], "w") as f:
     f.write(markdown(records))
   write_csv(records, paths["csv"])
-  bpb_vs_context(records, paths["plot"])
-  loss_vs_position(records, paths["position_plot"])
+  lm_figures.bpb_vs_context(summary_rows(records), [r["train_length"] for r in records],
+                            paths["plot"])
+  lm_figures.loss_vs_position(records, paths["position_plot"])
   return paths
 
 
