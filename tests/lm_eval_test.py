@@ -188,7 +188,7 @@ def test_figures_put_the_trained_runs_and_each_kind_of_eval_variant_in_panels(tm
   assert "@length_scaled" in panels[1][0] and "faint: rope as trained" in panels[2][0]
   assert lm_figures.figure_panels(["a"]) == [("as trained", ["a"], [])]
   # A variant whose trained run is not stored is drawn without a faint reference.
-  assert lm_figures.figure_panels(["rope@yarn"])[0][1:] == (["rope@yarn"], [])
+  assert lm_figures.figure_panels(["rope@yarn"]) == [("rope at eval: @yarn", ["rope@yarn"], [])]
   rows = [{"run": run, "scheme": run.partition("@")[0], "mode": "nonoverlapping",
            "context": C, "train_length": 4, "seed": seed, "bits_per_byte": 1.0 + seed / 10,
            "perplexity": 2.0, "eval_bytes": 64, "stride": 0, "error": None,

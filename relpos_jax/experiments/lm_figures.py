@@ -51,15 +51,31 @@ def figure_panels(runs: Sequence[str]) -> list[tuple[str, list[str], list[str]]]
       panels.append((f"eval-time @{label}", members, []))
   for base, members in by_base.items():
     labels = ", ".join("@" + m.partition("@")[2] for m in members)
-    panels.append((f"{base} at eval: {labels} (faint: {base} as trained)", members,
-                   [base] if base in plain else []))
+    faint = [base] if base in plain else []
+    note = f" (faint: {base} as trained)" if faint else ""
+    panels.append((f"{base} at eval: {labels}{note}", members, faint))
   return panels
 
 
-def _panel_axes(fig, count: int):
-  """`count` stacked axes sharing x and y."""
+def _panel_figure(count: int):
+  """A figure of `count` stacked axes sharing x and y; (figure, axes)."""
+  fig = plots.new_figure(7.4, 0.6 + 2.9 * count)
   axes = fig.subplots(count, 1, sharex=True, sharey=True, squeeze=False)[:, 0]
-  return list(axes)
+  return fig, list(axes)
+
+
+def _emphasis(run: str, faint: Sequence[str]) -> dict[str, Any]:
+  """A line's label and alpha: a faint reference run is marked "(as trained)"."""
+  return {"alpha": 0.35, "label": f"{run} (as trained)"} if run in faint else {"label": run}
+
+
+def _finish_panel(ax, title: str, runs: Sequence[str], train_lengths: set[int]) -> None:
+  """The training contexts dotted, the panel's title, its legend beside the data."""
+  for length in train_lengths:
+    ax.axvline(length, color="gray", linestyle=":", linewidth=1)
+  ax.set_title(title, loc="left", fontsize=9)
+  if runs:
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def bpb_vs_context(summary: Sequence[Record], train_lengths: Sequence[int], path: str) -> str:
@@ -78,28 +94,21 @@ def bpb_vs_context(summary: Sequence[Record], train_lengths: Sequence[int], path
   drawn = [run for run in dict.fromkeys(r["run"] for r in rows)
            if any(r["run"] == run and r["num_seeds"] for r in rows)]
   panels = figure_panels(drawn) or [("", [], [])]
-  fig = plots.new_figure(7.4, 0.6 + 2.9 * len(panels))
-  train = set(train_lengths)
+  fig, axes = _panel_figure(len(panels))
   contexts = sorted({r["context"] for r in rows})
-  for ax, (title, runs, faint) in zip(_panel_axes(fig, len(panels)), panels):
+  for ax, (title, runs, faint) in zip(axes, panels):
     for run in [*faint, *runs]:
       mine = [r for r in rows if r["run"] == run and r["num_seeds"]]
       x = [r["context"] for r in mine]
       y = np.array([r["bits_per_byte"] for r in mine])
       style = _style(run, mine[0]["scheme"], rows)
-      weight = {"alpha": 0.35, "label": f"{run} (as trained)"} if run in faint else {
-          "label": run}
-      ax.plot(x, y, **{"marker": "o", **style, **weight})
+      ax.plot(x, y, **{"marker": "o", **style, **_emphasis(run, faint)})
       lo, hi = (np.array([r[k] for r in mine]) for k in ("ci95_low", "ci95_high"))
       if run not in faint and (hi > lo).any():
         ax.fill_between(x, lo, hi, alpha=0.15, color=style.get("color"))
-    for length in train:
-      ax.axvline(length, color="gray", linestyle=":", linewidth=1)
+    _finish_panel(ax, title, runs, set(train_lengths))
     ax.set_xscale("log", base=2)
     ax.set_ylabel("bits per byte (test)")
-    ax.set_title(title, loc="left", fontsize=9)
-    if runs:
-      ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
   ax.set_xticks(contexts, [str(c) for c in contexts])
   ax.minorticks_off()
   ax.set_xlabel("eval context (bytes; dotted: training context)")
@@ -115,22 +124,17 @@ def loss_vs_position(records: Sequence[Record], path: str) -> str:
   drawn = [run for run in dict.fromkeys(r["run"] for r in usable)
            if any(r["run"] == run and int(r["context"]) == longest for r in usable)]
   panels = figure_panels(drawn) or [("", [], [])]
-  fig = plots.new_figure(7.4, 0.6 + 2.9 * len(panels))
-  for ax, (title, runs, faint) in zip(_panel_axes(fig, len(panels)), panels):
+  fig, axes = _panel_figure(len(panels))
+  for ax, (title, runs, faint) in zip(axes, panels):
     for run in [*faint, *runs]:
       mine = [r for r in usable if r["run"] == run and int(r["context"]) == longest]
       curve = np.mean([r["position_loss"] for r in mine], axis=0) / math.log(2.0)
       style = {k: v for k, v in _style(run, mine[0].get("scheme"), usable).items()
                if k != "marker"}
-      weight = {"alpha": 0.35, "label": f"{run} (as trained)"} if run in faint else {
-          "label": run}
-      ax.plot(np.arange(len(curve)), _smooth(curve), linewidth=1, **style, **weight)
-    for length in {r["train_length"] for r in records}:
-      ax.axvline(length, color="gray", linestyle=":", linewidth=1)
+      ax.plot(np.arange(len(curve)), _smooth(curve), linewidth=1, **style,
+              **_emphasis(run, faint))
+    _finish_panel(ax, title, runs, {r["train_length"] for r in records})
     ax.set_ylabel("loss (bits), moving mean of 16")
-    ax.set_title(title, loc="left", fontsize=9)
-    if runs:
-      ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
   ax.set_xlabel(f"position within a window of {longest} bytes (dotted: training context)")
   fig.suptitle("Loss by position in the window", x=0.02, ha="left")
   return plots.save_png(fig, path)
