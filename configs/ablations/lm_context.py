@@ -17,9 +17,10 @@ training-split filler), then scored at C = L..16L x key depths 0, .25, .5, .75, 
 (32 examples per cell). They are runs of this sweep, not a table of their own, so
 one command completes the issue's table (bits per byte and passkey) into one folder,
 and every passkey row sits beside the LM row of its scheme with the same variants.
-Whether this budget learns retrieval at L is not calibrated yet: each passkey record
-carries its seed's `valid_passkey_accuracy` at L; a row near 0 there did not learn
-the task, and its longer contexts are not read as extrapolation.
+This budget learns retrieval at L for ALiBi (alibi+passkey: validation accuracy 1.000
+at L on each seed; results/lm_context/notes.md); each passkey record carries its
+seed's `valid_passkey_accuracy` at L, and a row near 0 there did not learn the task:
+its longer contexts are not read as extrapolation.
 
 Eval-time rows (no training; from the trained runs' checkpoints, whose parameters
 they leave unchanged; `get_eval_variants`), for both objectives:
@@ -84,7 +85,9 @@ cores (the full table not run here): the issue's trial of this size took about
 7 minutes of training per scheme for one seed, so ~20 min per 3-seed LM run; a
 passkey training step took 1.2-1.4x an LM step (measured here, 40 steps of one seed
 each, alibi, on a loaded VM: 1.0 against 1.2-1.4 steps/s), so ~25-30 min per
-passkey run: ~8 h of training for the 20. Eval of one LM row: 4 checkpoints x 3
+passkey run: ~8 h of training for the 20. Measured since: alibi+passkey trained one
+seed at a time in 12 min per seed on AMD EPYC Zen 3 in bf16 (about 36 min for 3),
+and its eval (the run and its length-scaled variant) took about 3 min per seed. Eval of one LM row: 4 checkpoints x 3
 seeds x 16 KB of validation at L, then 3 seeds x 64 KB at each of the 5 contexts;
 benchmarks/records/lm_eval_memory.md measured 75-200 µs per byte (C = 128 to 2048,
 a loaded VM), i.e. about 2-4 min per row. A passkey row decodes 3 seeds x 5
