@@ -202,10 +202,10 @@ def test_figures_put_the_trained_runs_and_each_kind_of_eval_variant_in_panels(tm
 @pytest.mark.slow
 def test_train_and_eval_end_to_end(tmp_path):
   workdir = str(tmp_path / "lm")
-  _main("train.py", "--config", "configs/lm.py:scheme=alibi,smoke", "--workdir", workdir)
+  _main("train.py", "--config", "configs/lm.py:scheme=t5,smoke", "--workdir", workdir)
   out = _main("eval.py", "--workdir", workdir)
   assert "| lm | " in out
-  for name in lm_report.REPORT_FILES.values():
+  for name in [*lm_report.REPORT_FILES.values(), "t5_bias.png"]:  # and the scheme's figure
     assert os.path.exists(os.path.join(workdir, "eval", name)), name
   # Stored in a results/ table: records/<run>.jsonl, runs/<run>.json and the table's report.
   table = str(tmp_path / "results" / "lm_context")

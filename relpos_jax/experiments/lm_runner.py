@@ -31,6 +31,7 @@ from relpos_jax.data import passkey as passkey_lib
 from relpos_jax.data import pipeline
 from relpos_jax.data import vocab as vocab_lib
 from relpos_jax.experiments import lm_report
+from relpos_jax.experiments import report
 
 Record = lm_eval.Record
 CHECKPOINT_RULES = ("best", "last")
@@ -113,8 +114,10 @@ def evaluate_workdir(workdir: str, out_dir: str | None = None, *, run: str | Non
   """Evaluates every replica of an LM run at every eval context; writes its report.
 
   The report (`lm_report.REPORT_FILES`: records, markdown and CSV tables, bits per
-  byte against context, loss by position) goes to `out_dir` (default: the run's
-  `workdir/eval/`, or its variant's subfolder).
+  byte against context, loss by position; passkey: `lm_report.PASSKEY_FILES`), and the
+  figures the run's scheme offers of its first seed (`report.scheme_figures`: e.g. T5's
+  learned bias, `t5_bias.png`), go to `out_dir` (default: the run's `workdir/eval/`, or
+  its variant's subfolder).
 
   Args:
     workdir: a training workdir of an `lm:` run.
@@ -185,6 +188,11 @@ def evaluate_workdir(workdir: str, out_dir: str | None = None, *, run: str | Non
     lm_report.write_passkey_report(records, out)
   else:
     lm_report.write_report(records, out)
+  # The scheme's own figures (T5's learned bias, ...), the distances seen in training
+  # shaded: an LM window holds positions 0..L-1, a passkey example 0..L+1 (`prompt SEP
+  # digits EOS`).
+  seen = dataset.train_length + (1 if is_passkey else -1)
+  report.scheme_figures(model, chosen[0][1], config, out, seen)
   return records
 
 
