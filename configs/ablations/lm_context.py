@@ -91,8 +91,9 @@ and its eval (the run and its length-scaled variant) took about 3 min per seed.
 Eval of one LM row: 4 checkpoints x 3 seeds x 16 KB of validation at L, then 3 seeds
 x 64 KB at each of the 5 contexts; benchmarks/records/lm_eval_memory.md measured
 75-200 µs per byte (C = 128 to 2048, a loaded VM), i.e. about 2-4 min per row. A
-passkey row decodes 3 seeds x 5 contexts x 5 depths x 32 examples (one seed's took 86 s here), plus 160 validation
-examples per checkpoint and seed: about 5 min. 46 rows, ~3-3.5 h of eval.
+passkey row decodes 3 seeds x 5 contexts x 5 depths x 32 examples (one seed's took
+86 s here), plus 160 validation examples per checkpoint and seed: about 5 min. 46
+rows, ~3-3.5 h of eval.
 `--sweep_shard i/n` splits the training over n processes.
 Arguments: those of configs/lm.py (`num_seeds`, `steps`, `smoke`, ...) but `objective`
 (the sweep sets it per run); the scheme is set per run. `smoke` is configs/lm.py's
