@@ -168,7 +168,7 @@ def test_train_distance(arch, distance):
   dataset, model, _ = _smoke_model(arch)
   # copy of <= 6 tokens: inputs reach position 5, targets (EOS included) 6; decoder-only
   # runs both in one sequence: 6 inputs, then SEP and 6 target tokens at positions 6..12.
-  assert runner.train_distance(model, dataset) == distance
+  assert report.train_distance(model, dataset) == distance
 
 
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])

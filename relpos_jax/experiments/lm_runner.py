@@ -188,11 +188,8 @@ def evaluate_workdir(workdir: str, out_dir: str | None = None, *, run: str | Non
     lm_report.write_passkey_report(records, out)
   else:
     lm_report.write_report(records, out)
-  # The scheme's own figures (T5's learned bias, ...), the distances seen in training
-  # shaded: an LM window holds positions 0..L-1, a passkey example 0..L+1 (`prompt SEP
-  # digits EOS`).
-  seen = dataset.train_length + (1 if is_passkey else -1)
-  report.scheme_figures(model, chosen[0][1], config, out, seen)
+  report.scheme_figures(model, chosen[0][1], config, out,
+                        report.train_distance(model, dataset))
   return records
 
 

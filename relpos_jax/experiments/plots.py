@@ -352,7 +352,7 @@ def scheme_figures(model: nn.Module, params: Mapping[str, Any], out_dir: str, *,
     params: one replica's params.
     out_dir: the folder of the PNGs.
     max_train_distance: if given, the distances (positions) seen in training are
-      shaded (see `runner.train_distance`).
+      shaded (see `report.train_distance`).
     seed: the replica's seed, for the titles.
 
   Returns:

@@ -15,6 +15,8 @@ from typing import Sequence
 
 import ml_collections
 
+from relpos_jax.data import pipeline
+from relpos_jax.data import vocab
 from relpos_jax.experiments import anatomy_table
 from relpos_jax.experiments import plots
 from relpos_jax.experiments import records as records_lib
@@ -27,6 +29,29 @@ REPORT_FILES = {"records": "extrapolation.jsonl", "tables": "extrapolation.md",
                 "csv": "extrapolation.csv", "plot": "accuracy_vs_length.png",
                 "anatomy": "failure_anatomy.png"}
 PREDICTIONS_FILE = "predictions.jsonl"
+
+
+def train_distance(model, dataset: pipeline.Dataset, num_examples: int = 512) -> int:
+  """The largest position (= |key − query| distance) self-attention sees in training.
+
+  Measured on the first `num_examples` training examples: the longest real
+  input and target (EOS included), positions counted from 0; a model over one
+  running sequence (`joint_positions`, decoder-only) sees both in one sequence.
+
+  Args:
+    model: the model.
+    dataset: its data.
+    num_examples: how many training examples to measure.
+
+  Returns:
+    The distance.
+  """
+  batch = dataset.train_batch(0, min(num_examples, dataset.num_train_examples or num_examples))
+  longest_s = int((batch["inputs"] != vocab.PAD_ID).sum(1).max())
+  longest_t = int((batch["targets"] != vocab.PAD_ID).sum(1).max())
+  if model.joint_positions:
+    return longest_s + longest_t - 1
+  return max(longest_s, longest_t) - 1
 
 
 def scheme_figures(model, params, config: ml_collections.ConfigDict, out_dir: str,

@@ -311,7 +311,7 @@ def _evaluate_run(target: _Run, options: EvalOptions, progress: Progress, *,
   report.write_report(records, out_dir)
   if options.dump_predictions:
     records_lib.write_jsonl(predictions, os.path.join(out_dir, report.PREDICTIONS_FILE))
-  distance = train_distance(model, dataset)
+  distance = report.train_distance(model, dataset)
   randomized = config.get("randomized", {})
   if randomized.get("enabled", False):  # positions were drawn from [0, max_random_position)
     distance = max(distance, int(randomized["max_random_position"]) - 1)
@@ -334,29 +334,6 @@ def _describe_validation(dataset: pipeline.Dataset) -> str:
            else f"{info.get('fraction', 0):.0%} of the training inputs held out")
   return (f"{info.get('num_examples')} examples at lengths {span} "
           f"({info.get('length_unit', 'tokens')}), {where}")
-
-
-def train_distance(model, dataset: pipeline.Dataset, num_examples: int = 512) -> int:
-  """The largest position (= |key − query| distance) self-attention sees in training.
-
-  Measured on the first `num_examples` training examples: the longest real
-  input and target (EOS included), positions counted from 0; a model over one
-  running sequence (`joint_positions`, decoder-only) sees both in one sequence.
-
-  Args:
-    model: the model.
-    dataset: its data.
-    num_examples: how many training examples to measure.
-
-  Returns:
-    The distance.
-  """
-  batch = dataset.train_batch(0, min(num_examples, dataset.num_train_examples or num_examples))
-  longest_s = int((batch["inputs"] != vocab.PAD_ID).sum(1).max())
-  longest_t = int((batch["targets"] != vocab.PAD_ID).sum(1).max())
-  if model.joint_positions:
-    return longest_s + longest_t - 1
-  return max(longest_s, longest_t) - 1
 
 
 def _eval_dataset(config: ml_collections.ConfigDict, options: EvalOptions) -> pipeline.Dataset:
