@@ -10,8 +10,9 @@ model must generate the key:
 
 with F = C - 5 - len(KEY_SENTENCE) - len(QUESTION) filler bytes, so prompt and
 answer fill exactly C bytes. As a seq2seq example for the decoder-only model the
-prompt is the input and the digits the target (`prompt SEP digits EOS`: C + 2
-slots at positions 0..C+1). Training draws d uniform in [0, 1] at C = L, a pure
+prompt is the input and the digits the target (`prompt SEP digits EOS`: the model
+reads the C + 1 tokens before EOS, at positions 0..C, and predicts the digits and
+EOS). Training draws d uniform in [0, 1] at C = L, a pure
 function of (seed, step); eval sets at each (C, d) are seeded by (C, d) only.
 """
 
