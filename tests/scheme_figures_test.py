@@ -1,5 +1,9 @@
 """The `PositionScheme.figures` hook: what each scheme says about itself, as data."""
 
+import math
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -14,9 +18,45 @@ def _scheme(name, causal=False, **fields):
   return positions.make_scheme({"name": name, **fields}, causal=causal, **CONTEXT)
 
 
-@pytest.mark.parametrize("name", ["none", "learned", "rope", "alibi", "xl", "kerple", "fire"])
+@pytest.mark.parametrize("name", ["none", "learned", "rope", "alibi", "xl", "kerple"])
 def test_a_scheme_without_figures_offers_none(name):
   assert _scheme(name).figures({}, max_train_distance=20) == []
+
+
+def _fire_params(scheme):
+  """FIRE's parameters, moved off their init (c, threshold and the MLP)."""
+  params = scheme.init(jax.random.PRNGKey(0), jnp.zeros((1, 1, 2, 4)), jnp.zeros((1, 1, 2, 4)),
+                       jnp.zeros((1, 1), jnp.int32), jnp.zeros((1, 1), jnp.int32),
+                       method="logit_bias")["params"]
+  return jax.tree_util.tree_map(
+      lambda p: p + 0.3 * jax.random.normal(jax.random.PRNGKey(1), p.shape), params)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fire_bias_panels_follow_the_formula_at_three_query_positions(causal):
+  scheme = _scheme("fire", causal=causal, init_threshold=12.0)
+  params = _fire_params(scheme)
+  panels = scheme.figures(params, max_train_distance=4)
+  assert [p.figure for p in panels] == ["fire_bias"] * 3
+  c = abs(float(params["c"]))
+  threshold = abs(float(params["threshold_multiplier"]) * 12.0)
+  w1, b1 = (np.asarray(params["mlp_hidden"][k], np.float64) for k in ("kernel", "bias"))
+  w2, b2 = (np.asarray(params["mlp_out"][k], np.float64) for k in ("kernel", "bias"))
+  for panel, query in zip(panels, (4, 19, 79)):  # last positions of 1, 4, 16 × span 5
+    assert panel.title.startswith(f"query at position {query} ")
+    np.testing.assert_array_equal(panel.x_X, np.arange(-query, 1 if causal else query + 1))
+    assert panel.shade == ((-4, 0) if causal else (-4, 4))
+    for rel in (-query, -3, 0) + (() if causal else (2, query)):
+      x = math.log(c * abs(rel) + 1) / (math.log(c * max(threshold, query) + 1) + 1e-6)
+      x = -x if rel > 0 else x  # a later key: the bidirectional form's sign
+      want_H = np.maximum(x * w1[0] + b1, 0) @ w2 + b2
+      got_H = [curve[list(panel.x_X).index(rel)] for curve in panel.curves.values()]
+      np.testing.assert_allclose(got_H, want_H, rtol=1e-4, atol=1e-5)
+  assert list(panels[0].curves)[0] == f"head 0 (L = {threshold:.0f}, |c| = {c:.3g})"
+
+
+def test_fire_without_its_parameters_offers_nothing():
+  assert _scheme("fire").figures({}, max_train_distance=20) == []
 
 
 @pytest.mark.parametrize("causal", [False, True])

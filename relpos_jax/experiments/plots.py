@@ -3,9 +3,9 @@
 The record figures are small multiples: a row of panels per task (split by arm when
 a task has more than `MAX_RUNS_PER_PANEL` runs), a run's colour its scheme's in
 every figure (`palette`), its seeds' min–max shaded, the run legend beside each row,
-never over data. The scheme figures (T5's learned bias, Shaw's key norms, the
-sinusoid) are described by the schemes themselves (`PositionScheme.figures`) and
-drawn here without knowing which scheme is which.
+never over data. The scheme figures (T5's learned bias, Shaw's key norms, FIRE's
+bias at three query positions, the sinusoid) are described by the schemes themselves
+(`PositionScheme.figures`) and drawn here without knowing which scheme is which.
 
 Each function writes PNGs. Figures are drawn on matplotlib's Agg canvas
 directly (no `pyplot`), so importing this module never changes a notebook's or

@@ -35,9 +35,12 @@ both forms coincide.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from relpos_jax.positions import base
 
@@ -114,3 +117,42 @@ class FIRE(base.PositionScheme):
   def shared_across_layers(self) -> bool:
     """One FIRE per layer unless `share_across_layers=True`."""
     return self.share_across_layers
+
+  @nn.nowrap
+  def figures(self, params: Mapping[str, Array], *,
+              max_train_distance: int | None = None) -> list[base.FigurePanel]:
+    """"fire_bias": the learned bias per head against key − query, for three query positions.
+
+    The queries are the last positions of windows 1, 4 and 16 times the training
+    span (max_train_distance + 1; 128 if not given). The bias depends on the query
+    once it is past the threshold L (the same distance maps to a smaller MLP
+    input as i grows), so the three panels show what progressive interpolation
+    does to the bias of a long context. Computed by this module's own
+    `logit_bias`; head 0's label gives the module's learned L and |c|.
+    """
+    if "mlp_out" not in params:
+      return []
+    span = max_train_distance + 1 if max_train_distance else 128
+    threshold = abs(float(params["threshold_multiplier"]) * self.init_threshold)
+    c = abs(float(params["c"]))
+    unbound = self.clone(parent=None)
+    panels = []
+    for factor in (1, 4, 16):
+      query = factor * span - 1
+      rel_R = np.arange(-query, 1 if self.causal else query + 1)
+      q_1x1xHxE = jnp.zeros((1, 1, self.num_heads, self.head_dim))
+      k_1xRxHxE = jnp.zeros((1, len(rel_R), self.num_heads, self.head_dim))
+      bias_1xHx1xR = unbound.apply(
+          {"params": params}, q_1x1xHxE, k_1xRxHxE, jnp.full((1, 1), query, jnp.int32),
+          jnp.asarray(query + rel_R, jnp.int32)[None], method="logit_bias")
+      bias_HxR = np.asarray(bias_1xHx1xR)[0, :, 0]
+      panels.append(base.FigurePanel(
+          figure="fire_bias",
+          figure_title=(f"FIRE bias f(ψ(|i − j|) / ψ(max(L, i))) per head "
+                        f"(init L = {self.init_threshold:g})"),
+          title=f"query at position {query} ({factor}× the training span)",
+          x_label="key − query position", y_label="bias", x_X=rel_R,
+          curves={(f"head {h} (L = {threshold:.0f}, |c| = {c:.3g})" if h == 0 else f"head {h}"):
+                  bias_HxR[h] for h in range(self.num_heads)},
+          shade=base.training_span(max_train_distance, self.causal)))
+    return panels
