@@ -133,9 +133,9 @@ class FIRE(base.PositionScheme):
     if "mlp_out" not in params:
       return []
     span = max_train_distance + 1 if max_train_distance else 128
-    threshold = abs(float(params["threshold_multiplier"]) * self.init_threshold)
-    c = abs(float(params["c"]))
     unbound = self.clone(parent=None)
+    threshold = float(unbound.apply({"params": params}, method="threshold"))
+    c = abs(float(params["c"]))
     panels = []
     for factor in (1, 4, 16):
       query = factor * span - 1
